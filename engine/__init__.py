@@ -1,0 +1,1 @@
+"""L4 engine: pure log analysis (no Slack, no database)."""

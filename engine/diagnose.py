@@ -1,0 +1,50 @@
+"""The L4 pipeline: parse → cross-job filter → rank events → spatial → temporal → Diagnosis."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from engine.events import score_events, select_events
+from engine.executors import Executor
+from engine.filter import candidate_events, normal_templates
+from engine.ingest import JobSpec
+from engine.model import Diagnosis, Event, ParsedJob
+from engine.parse import Progress, parse_jobs
+from engine.spatial import rank_nodes
+from engine.stage import failure_stage
+from engine.temporal import anomalous_iterations
+
+
+def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Iterable[str] = (),
+            top_nodes: int = 5) -> Diagnosis:
+    """A diagnosis of an already parsed failed job, given parsed history jobs and known-normal templates."""
+    started = time.perf_counter()
+    normal_set = normal_templates(history, normal)
+    candidates = candidate_events(parsed, normal_set)
+    scored = score_events(parsed, candidates)
+    selected = select_events(scored)
+    events = [_event(parsed, e.id, e.score) for e in selected]
+    nodes = rank_nodes(parsed, candidates, scored, selected, top_k=top_nodes)
+    weight = {e.id: e.score for e in scored}
+    iterations = anomalous_iterations(parsed, weight)
+    stage = failure_stage(parsed, [e.id for e in selected])
+    stats = parsed.stats
+    stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
+    return Diagnosis(job_id=parsed.job_id, status="analyzed", stage=stage, events=events, nodes=nodes,
+                     iterations=iterations, stats=stats)
+
+
+def _event(parsed: ParsedJob, eid: int, score: float) -> Event:
+    t = parsed.templates[eid]
+    return Event(template=t.template, score=score, count=t.count, level=t.level,
+                 nodes=sorted(t.nodes, key=lambda n: (-t.nodes[n], n)), first_seen=t.first_seen,
+                 examples=list(t.examples[:3]))
+
+
+def diagnose(job: JobSpec | Path | str, history: Sequence[JobSpec | Path | str] = (), *,
+             normal: Iterable[str] = (), executor: Executor | None = None,
+             progress: Progress | None = None, top_nodes: int = 5) -> Diagnosis:
+    """Parse the failed `job` with its `history` jobs in one vocabulary and analyse it."""
+    parsed = parse_jobs([job, *history], executor=executor, progress=progress)
+    return analyze(parsed[0], parsed[1:], normal=normal, top_nodes=top_nodes)

@@ -1,0 +1,83 @@
+"""Header extraction: timestamp, level and rank from the common shapes of training-log lines."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from engine.rules import load
+
+_MONTHS = {m: i for i, m in enumerate(
+    ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], start=1)}
+
+
+@dataclass(frozen=True)
+class Header:
+    ts: str | None  # ISO-8601 (UTC assumed), seconds resolution or finer
+    level: str | None  # DEBUG | INFO | WARN | ERROR | FATAL
+    rank: int | None
+    message: str
+
+
+@lru_cache(maxsize=1)
+def _rules() -> tuple[list[re.Pattern[str]], dict[str, str], list[tuple[str, re.Pattern[str]]]]:
+    data = load("headers")
+    prefixes = [re.compile(p["regex"]) for p in data["prefixes"]]
+    levels = {str(k): str(v) for k, v in data["levels"].items()}
+    msg_levels = [(m["level"], re.compile(m["regex"])) for m in data["message_levels"]]
+    return prefixes, levels, msg_levels
+
+
+def _norm_level(raw: str, levels: dict[str, str]) -> str:
+    up = raw.upper()
+    return levels.get(raw, levels.get(up, up))
+
+
+def _iso(g: dict[str, str | None], year: int) -> str | None:
+    time = g.get("time")
+    if not time:
+        return None
+    time = time.replace(",", ".")
+    if g.get("date"):
+        return f"{g['date']}T{time}"
+    if g.get("gmon"):
+        return f"{year:04d}-{g['gmon']}-{g['gday']}T{time}"
+    if g.get("mon") in _MONTHS:
+        return f"{year:04d}-{_MONTHS[g['mon']]:02d}-{int(g['day'] or 1):02d}T{time}"
+    return None  # a time of day alone does not order lines across days
+
+
+def parse_header(line: str, year: int = 1970) -> Header:
+    """Strip the known prefixes of `line`; `year` completes timestamps that carry none (glog, syslog)."""
+    prefixes, levels, msg_levels = _rules()
+    ts: str | None = None
+    level: str | None = None
+    rank: int | None = None
+    rest = line
+    for _ in range(6):
+        for rx in prefixes:
+            m = rx.match(rest)
+            if m is None:
+                continue
+            g = m.groupdict()
+            if g.get("rank") is not None and rank is None:
+                rank = int(g["rank"])
+            if g.get("level") and level is None:
+                level = _norm_level(g["level"], levels)
+            if ts is None:
+                ts = _iso(g, year)
+            if m.end() == 0:
+                rx = None
+            rest = rest[m.end():]
+            break
+        else:
+            break
+        if rx is None:
+            break
+    message = rest.strip()
+    if level is None or level == "INFO":
+        for lv, rx in msg_levels:
+            if rx.search(message):
+                level = lv
+                break
+    return Header(ts=ts, level=level, rank=rank, message=message)

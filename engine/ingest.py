@@ -1,0 +1,172 @@
+"""Job folders on disk (CONTRACTS §1): discover rank files, map them to nodes, read them safely."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+MAX_LINE = 64 * 1024  # bytes; longer lines are cut (and counted)
+CHUNK = 8 * 1024 * 1024
+_SKIP_NAMES = {"job.json", "truth.json"}
+
+
+class JobError(ValueError):
+    """The job cannot be analysed at all (missing, empty, unreadable manifest...)."""
+
+
+@dataclass(frozen=True)
+class RankFile:
+    path: str
+    node: str
+    size: int  # bytes on disk
+
+
+@dataclass
+class JobSpec:
+    root: Path
+    job_id: str
+    status: str | None = None
+    settings: dict = field(default_factory=dict)
+    files: list[RankFile] = field(default_factory=list)
+
+
+def _read_manifest(root: Path) -> dict:
+    path = root / "job.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError) as exc:
+        raise JobError(f"{path}: job.json is not valid JSON ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise JobError(f"{path}: job.json must hold a JSON object")
+    return data
+
+
+def discover(root: Path | str) -> JobSpec:
+    """The job at `root`: its manifest and its rank files (sorted, node from the parent folder)."""
+    root = Path(root)
+    if not root.exists():
+        raise JobError(f"no such job folder: {root}")
+    if not root.is_dir():
+        raise JobError(f"not a job folder: {root}")
+    manifest = _read_manifest(root)
+    by_file: dict[str, str] = {}
+    nodes = manifest.get("nodes")
+    if isinstance(nodes, dict):
+        for node, names in nodes.items():
+            for name in names if isinstance(names, list) else []:
+                by_file[str(name)] = str(node)
+    files: list[RankFile] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel = Path(dirpath).relative_to(root)
+        for name in sorted(filenames):
+            if name.startswith(".") or (rel == Path(".") and name in _SKIP_NAMES):
+                continue
+            path = Path(dirpath) / name
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = 0
+            if rel == Path("."):
+                node = by_file.get(name) or _strip_suffixes(name)
+            else:
+                node = rel.parts[0]
+            files.append(RankFile(str(path), node, size))
+    if not files:
+        raise JobError(f"job folder holds no log files: {root}")
+    settings = manifest.get("settings") if isinstance(manifest.get("settings"), dict) else {}
+    status = manifest.get("status") if isinstance(manifest.get("status"), str) else None
+    job_id = str(manifest.get("job_id") or root.name)
+    return JobSpec(root=root, job_id=job_id, status=status, settings=settings, files=files)
+
+
+def _strip_suffixes(name: str) -> str:
+    for suffix in (".gz", ".zst", ".log", ".txt", ".out", ".err"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def open_binary(path: str) -> IO[bytes]:
+    """`path` opened for reading, decompressed when it is .gz or .zst."""
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if path.endswith(".zst"):
+        import zstandard
+
+        fh = open(path, "rb")
+        return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
+    return open(path, "rb")
+
+
+@dataclass
+class ReadReport:
+    bytes: int = 0
+    long_lines_cut: int = 0
+    error: str | None = None  # why the file could not be read to its end
+
+
+def iter_blocks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[list[bytes]]:
+    """Lists of raw lines (no line ends), at most MAX_LINE bytes each, read in large blocks.
+
+    A truncated last line is kept; a read error (corrupt gzip...) ends the file and is noted in
+    `report.error`, and the lines before it are still yielded.
+    """
+    carry = b""
+    skipping = False  # inside an over-long line whose head was already emitted
+    try:
+        fh = open_binary(path)
+    except OSError as exc:
+        report.error = f"cannot open ({exc.strerror or exc.__class__.__name__})"
+        return
+    with fh:
+        while True:
+            try:
+                data = fh.read(chunk)
+            except Exception as exc:  # any decoder error (corrupt gzip/zstd) ends this file only
+                report.error = f"read error after {report.bytes} bytes ({_reason(exc)})"
+                data = b""
+            if not data:
+                break
+            report.bytes += len(data)
+            nl = data.rfind(b"\n")
+            if nl < 0:
+                if skipping:
+                    continue
+                carry += data
+                if len(carry) > MAX_LINE:
+                    report.long_lines_cut += 1
+                    yield [carry[:MAX_LINE]]
+                    carry, skipping = b"", True
+                continue
+            tail = data[nl + 1:]
+            if skipping:  # the rest of an over-long line runs to the first newline
+                first_nl = data.find(b"\n")
+                lines = data[first_nl + 1:nl].split(b"\n") if first_nl < nl else []
+                skipping = False
+            else:
+                lines = (carry + data[:nl]).split(b"\n")
+            carry = tail
+            if len(carry) > MAX_LINE:
+                report.long_lines_cut += 1
+                lines.append(carry[:MAX_LINE])
+                carry, skipping = b"", True
+            if lines and max(map(len, lines)) > MAX_LINE:
+                cut = [ln[:MAX_LINE] if len(ln) > MAX_LINE else ln for ln in lines]
+                report.long_lines_cut += sum(1 for ln in lines if len(ln) > MAX_LINE)
+                lines = cut
+            if lines:
+                yield lines
+        if carry and not skipping:
+            yield [carry]
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    return text[:120]

@@ -1,0 +1,111 @@
+"""Plain dataclasses the engine returns; no Slack, no database."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+SCHEMA = "l4.diagnosis/v1"
+STAGES = ("init", "data_loading", "model_loading", "training", "checkpointing", "teardown", "unknown")
+CATEGORIES = (
+    "hardware/network", "hardware/accelerator", "hardware/node", "hardware/storage",
+    "user/configuration", "user/program-bug", "user/software-incompatibility",
+    "user/misoperation", "framework", "platform",
+)
+
+
+@dataclass
+class TemplateStat:
+    """One log event (Drain template) of a job, aggregated over all its rank files."""
+
+    template: str
+    count: int = 0
+    level: str | None = None
+    nodes: dict[str, int] = field(default_factory=dict)  # node -> count
+    examples: list[str] = field(default_factory=list)  # raw lines, at most 3
+    first_seen: str | None = None  # ISO-8601 timestamp of the earliest occurrence, when lines carry one
+    stage: str = "unknown"
+
+
+@dataclass
+class Match:
+    pattern_id: str
+    title: str
+    category: str
+    remediation: str = ""
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Event:
+    template: str
+    score: float
+    count: int
+    level: str | None
+    nodes: list[str]
+    first_seen: str | None
+    examples: list[str]
+
+
+@dataclass
+class NodeFinding:
+    node: str
+    score: float
+    events: list[str] = field(default_factory=list)
+
+
+@dataclass
+class IterationFinding:
+    iteration: int
+    score: float
+    nodes: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Stats:
+    files: int = 0
+    lines: int = 0
+    bytes: int = 0
+    templates: int = 0
+    seconds: float = 0.0
+    long_lines_cut: int = 0
+    unreadable_files: list[str] = field(default_factory=list)  # "path: reason"
+
+
+@dataclass
+class Diagnosis:
+    job_id: str
+    status: str = "analyzed"  # "matched" | "analyzed"
+    matches: list[Match] = field(default_factory=list)
+    stage: str = "unknown"
+    events: list[Event] = field(default_factory=list)
+    nodes: list[NodeFinding] = field(default_factory=list)
+    iterations: list[IterationFinding] = field(default_factory=list)
+    stats: Stats = field(default_factory=Stats)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        return {"schema": SCHEMA, **d}
+
+
+@dataclass
+class ParsedJob:
+    """Everything the later stages (and the knowledge base's matcher) need from one parsed job."""
+
+    job_id: str
+    settings: dict = field(default_factory=dict)
+    status: str | None = None  # from job.json: "failed" | "succeeded" | None
+    templates: list[TemplateStat] = field(default_factory=list)  # index = event id
+    # per node: event id -> count
+    node_counts: dict[str, dict[int, int]] = field(default_factory=dict)
+    # per rank file: list of (iteration, tuple of event ids in order, capped)
+    iterations: dict[str, list[tuple[int, tuple[int, ...]]]] = field(default_factory=dict)
+    file_nodes: dict[str, str] = field(default_factory=dict)  # rank file -> node
+    # per node: last timestamp seen (ISO) and last iteration reached, for the silence signal
+    node_last_ts: dict[str, str] = field(default_factory=dict)
+    node_last_iter: dict[str, int] = field(default_factory=dict)
+    # per rank file: event id -> (first line number, last line number), for stage attribution
+    positions: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    file_lines: dict[str, int] = field(default_factory=dict)
+    # per node: event id -> earliest timestamp on that node (events whose lines carry one)
+    node_first_seen: dict[str, dict[int, str]] = field(default_factory=dict)
+    stats: Stats = field(default_factory=Stats)

@@ -1,0 +1,204 @@
+"""Template mining: scans of rank files (see `scan`) → Drain3 templates shared by several jobs.
+
+Only distinct pre-keys reach this stage. Each is header-stripped and masked; identical masked
+messages are memoised, and Drain3 runs only on a cache miss. Parsing a failed job together with
+its history jobs in one miner gives them one template vocabulary, which cross-job filtering needs.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from drain3 import TemplateMiner
+from drain3.template_miner_config import TemplateMinerConfig
+
+from engine.executors import Executor, choose_executor
+from engine.headers import parse_header
+from engine.ingest import JobSpec, discover
+from engine.masking import MASK, mask
+from engine.model import ParsedJob, Stats, TemplateStat
+from engine.scan import FileScan, scan_file
+
+MAX_CLUSTERS = 20000
+MAX_EXAMPLES = 3
+_LEVEL_RANK = {None: 0, "DEBUG": 1, "INFO": 2, "WARN": 3, "ERROR": 4, "FATAL": 5}
+
+Progress = Callable[[int, int, int], None]  # (files done, files total, bytes done)
+
+
+def new_miner(sim_th: float = 0.4, depth: int = 4, max_clusters: int = MAX_CLUSTERS) -> TemplateMiner:
+    """A Drain3 miner for already-masked messages (masking is done once, in `masking`)."""
+    cfg = TemplateMinerConfig()
+    cfg.profiling_enabled = False
+    cfg.drain_sim_th = sim_th
+    cfg.drain_depth = depth
+    cfg.drain_max_clusters = max_clusters
+    cfg.mask_prefix = "<"
+    cfg.mask_suffix = ">"
+    cfg.parametrize_numeric_tokens = True
+    cfg.masking_instructions = []
+    return TemplateMiner(config=cfg)
+
+
+@dataclass
+class KeyInfo:
+    cluster: int
+    level: str | None
+
+
+class TemplateTable:
+    """Pre-key → Drain cluster, memoised by masked message."""
+
+    def __init__(self, miner: TemplateMiner | None = None) -> None:
+        self.miner = miner or new_miner()
+        self.by_key: dict[bytes, KeyInfo] = {}
+        self.by_masked: dict[str, int] = {}
+
+    def lookup(self, key: bytes) -> KeyInfo:
+        info = self.by_key.get(key)
+        if info is None:
+            header = parse_header(key.decode("utf-8", "replace"))
+            masked = mask(header.message) or MASK
+            cid = self.by_masked.get(masked)
+            if cid is None:
+                cid = self.miner.add_log_message(masked)["cluster_id"]
+                self.by_masked[masked] = cid
+            info = KeyInfo(cid, header.level)
+            self.by_key[key] = info
+        return info
+
+    def template(self, cluster_id: int) -> str:
+        cluster = self.miner.drain.id_to_cluster.get(cluster_id)
+        return cluster.get_template() if cluster is not None else MASK
+
+
+def parse_jobs(
+    jobs: Sequence[JobSpec | Path | str],
+    *,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+    table: TemplateTable | None = None,
+) -> list[ParsedJob]:
+    """Parse several jobs with one template vocabulary (the first is usually the failed job)."""
+    started = time.perf_counter()
+    specs = [j if isinstance(j, JobSpec) else discover(j) for j in jobs]
+    files = [(i, f) for i, spec in enumerate(specs) for f in spec.files]
+    total_bytes = sum(f.size for _, f in files)
+    executor = executor or choose_executor(total_bytes, len(files))
+    table = table or TemplateTable()
+    builders = [_JobBuilder(spec) for spec in specs]
+    done_bytes = 0
+    for done, scan in enumerate(executor.map(scan_file, [f for _, f in files]), start=1):
+        builders[files[done - 1][0]].add(scan, table)
+        done_bytes += scan.bytes
+        if progress:
+            progress(done, len(files), done_bytes)
+    elapsed = time.perf_counter() - started
+    return [b.finish(table, elapsed) for b in builders]
+
+
+def parse_job(job: JobSpec | Path | str, *, executor: Executor | None = None,
+              progress: Progress | None = None) -> ParsedJob:
+    """Parse one job on its own."""
+    return parse_jobs([job], executor=executor, progress=progress)[0]
+
+
+class _JobBuilder:
+    """Accumulates the scans of one job into a ParsedJob (templates indexed by Drain cluster)."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.stats = Stats()
+        self.by_cluster: dict[int, TemplateStat] = {}
+        self.levels: dict[int, str | None] = {}
+        self.node_counts: dict[str, dict[int, int]] = {}
+        self.iterations: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
+        self.file_nodes: dict[str, str] = {}
+        self.node_last_ts: dict[str, str] = {}
+        self.node_last_iter: dict[str, int] = {}
+        self.positions: dict[str, dict[int, tuple[int, int]]] = {}  # file -> cluster -> (first, last) line
+        self.file_lines: dict[str, int] = {}
+        self.node_first_seen: dict[str, dict[int, str]] = {}
+
+    def add(self, scan: FileScan, table: TemplateTable) -> None:
+        st = self.stats
+        st.files += 1
+        st.lines += scan.lines
+        st.bytes += scan.bytes
+        st.long_lines_cut += scan.long_lines_cut
+        if scan.error:
+            st.unreadable_files.append(f"{scan.path}: {scan.error}")
+        self.file_nodes[scan.path] = scan.node
+        self.file_lines[scan.path] = scan.lines
+        ncounts = self.node_counts.setdefault(scan.node, {})
+        local_to_cluster: list[int] = []
+        pos = self.positions.setdefault(scan.path, {})
+        node_first = self.node_first_seen.setdefault(scan.node, {})
+        for lid, key in enumerate(scan.keys):
+            info = table.lookup(key)
+            cid = info.cluster
+            local_to_cluster.append(cid)
+            count = scan.counts[lid]
+            ncounts[cid] = ncounts.get(cid, 0) + count
+            stat = self.by_cluster.get(cid)
+            if stat is None:
+                stat = self.by_cluster[cid] = TemplateStat(template="")
+            stat.count += count
+            stat.nodes[scan.node] = stat.nodes.get(scan.node, 0) + count
+            if _LEVEL_RANK.get(info.level, 0) > _LEVEL_RANK.get(self.levels.get(cid), 0):
+                self.levels[cid] = info.level
+            line = scan.first_line[lid].decode("utf-8", "replace")
+            self._add_example(stat, line, scan.node)
+            ts = parse_header(line, scan.year).ts
+            if ts:
+                if stat.first_seen is None or ts < stat.first_seen:
+                    stat.first_seen = ts
+                if ts < node_first.get(cid, "~"):
+                    node_first[cid] = ts
+            first, last = scan.first_pos[lid], scan.last_pos[lid]
+            old = pos.get(cid)
+            pos[cid] = (first, last) if old is None else (min(old[0], first), max(old[1], last))
+        if scan.iters:
+            seqs = [tuple(local_to_cluster[i] for i in seq) for seq in scan.seqs]
+            self.iterations[scan.path] = [(it, seqs[idx]) for it, idx in scan.iters]
+            last_iter = max(it for it, _ in scan.iters)
+            self.node_last_iter[scan.node] = max(self.node_last_iter.get(scan.node, last_iter), last_iter)
+        if scan.last_ts and scan.last_ts > self.node_last_ts.get(scan.node, ""):
+            self.node_last_ts[scan.node] = scan.last_ts
+
+    @staticmethod
+    def _add_example(stat: TemplateStat, line: str, node: str) -> None:
+        if line in stat.examples or len(stat.examples) >= MAX_EXAMPLES:
+            return
+        stat.examples.append(line)
+
+    def finish(self, table: TemplateTable, elapsed: float) -> ParsedJob:
+        cluster_ids = sorted(self.by_cluster)
+        index = {cid: i for i, cid in enumerate(cluster_ids)}
+        templates = []
+        for cid in cluster_ids:
+            stat = self.by_cluster[cid]
+            stat.template = table.template(cid)
+            stat.level = self.levels.get(cid)
+            templates.append(stat)
+        self.stats.templates = len(templates)
+        self.stats.seconds = round(elapsed, 3)
+        parsed = ParsedJob(
+            job_id=self.spec.job_id,
+            settings=self.spec.settings,
+            status=self.spec.status,
+            templates=templates,
+            node_counts={n: {index[c]: v for c, v in counts.items()} for n, counts in self.node_counts.items()},
+            iterations={f: [(it, tuple(index[c] for c in seq)) for it, seq in its]
+                        for f, its in self.iterations.items()},
+            file_nodes=self.file_nodes,
+            node_last_ts=self.node_last_ts,
+            node_last_iter=self.node_last_iter,
+            positions={f: {index[c]: v for c, v in p.items()} for f, p in self.positions.items()},
+            file_lines=self.file_lines,
+            node_first_seen={n: {index[c]: ts for c, ts in d.items()} for n, d in self.node_first_seen.items()},
+            stats=self.stats,
+        )
+        return parsed

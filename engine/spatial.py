@@ -1,0 +1,116 @@
+"""Spatial comparison: which node behaves unlike the others?
+
+Signals, each in [0, 1]: an Isolation Forest over per-node event-count vectors (log-scaled); the
+evidence of the failure-indicating events a node logs alone or with few others; and *silence*: a
+hung or crashed node stops logging first, or falls behind in iterations, while healthy nodes go on
+to log timeouts about it (and so lack the cascade everyone else shows).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+from sklearn.ensemble import IsolationForest
+
+from engine.events import ScoredEvent
+from engine.model import NodeFinding, ParsedJob
+
+SILENCE_MIN_SECONDS = 30.0
+WEIGHTS = {"forest": 0.2, "evidence": 0.5, "silence": 0.3}
+
+
+def _forest(parsed: ParsedJob, nodes: list[str], ids: list[int]) -> np.ndarray:
+    if len(nodes) < 3 or not ids:
+        return np.zeros(len(nodes))
+    x = np.array([[parsed.node_counts[n].get(i, 0) for i in ids] for n in nodes], dtype=float)
+    x = np.log1p(x)
+    forest = IsolationForest(n_estimators=200, random_state=0).fit(x)
+    raw = -forest.score_samples(x)
+    span = raw.max() - raw.min()
+    return (raw - raw.min()) / span if span > 1e-12 else np.zeros(len(nodes))
+
+
+def _evidence(parsed: ParsedJob, nodes: list[str], selected: list[ScoredEvent]) -> np.ndarray:
+    """Per node: the selected events it logs, each shared among the nodes that log it."""
+    ev = np.zeros(len(nodes))
+    index = {n: k for k, n in enumerate(nodes)}
+    n_nodes = len(nodes)
+    for e in selected:
+        present = [n for n in parsed.templates[e.id].nodes if n in index]
+        if not present:
+            continue
+        if e.cascade and n_nodes > 2 and len(present) >= n_nodes - max(1, n_nodes // 4):
+            # a cascade nearly everywhere: the nodes *without* it are the odd ones out
+            for n in nodes:
+                if n not in present:
+                    ev[index[n]] += e.score * 0.5
+            continue
+        share = e.score / len(present) if len(present) > 1 else e.score
+        for n in present:
+            ev[index[n]] += share
+    top = ev.max() if len(ev) else 0
+    return ev / top if top > 0 else ev
+
+
+def _parse_ts(ts: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(ts[:26])
+    except ValueError:
+        return None
+
+
+def _silence(parsed: ParsedJob, nodes: list[str]) -> np.ndarray:
+    out = np.zeros(len(nodes))
+    times = [_parse_ts(parsed.node_last_ts[n]) if n in parsed.node_last_ts else None for n in nodes]
+    known = [t for t in times if t is not None]
+    if len(known) >= 2:
+        latest = max(known)
+        lags = np.array([(latest - t).total_seconds() if t else 0.0 for t in times])
+        if lags.max() >= SILENCE_MIN_SECONDS:
+            out = np.maximum(out, lags / lags.max())
+    iters = [parsed.node_last_iter.get(n) for n in nodes]
+    known_i = [i for i in iters if i is not None]
+    if len(known_i) >= 2 and max(known_i) > min(known_i):
+        top = max(known_i)
+        behind = np.array([(top - i) if i is not None else 0 for i in iters], dtype=float)
+        out = np.maximum(out, behind / behind.max())
+    return out
+
+
+def rank_nodes(parsed: ParsedJob, candidates: list[int], scored: list[ScoredEvent],
+               selected: list[ScoredEvent], top_k: int = 5) -> list[NodeFinding]:
+    """Suspicious nodes, most suspicious first, each with the events that make it stand out."""
+    nodes = sorted(parsed.node_counts)
+    if not nodes:
+        return []
+    ids = candidates or list(range(len(parsed.templates)))
+    forest = _forest(parsed, nodes, ids)
+    evidence = _evidence(parsed, nodes, selected)
+    silence = _silence(parsed, nodes)
+    total = WEIGHTS["forest"] * forest + WEIGHTS["evidence"] * evidence + WEIGHTS["silence"] * silence
+    score_of = {e.id: e.score for e in scored}
+    order = sorted(range(len(nodes)), key=lambda k: (-total[k], nodes[k]))
+    findings = []
+    for k in order[:top_k]:
+        node = nodes[k]
+        counts = parsed.node_counts[node]
+        attributed = _attribute(parsed, nodes, node, counts, ids, score_of)
+        findings.append(NodeFinding(node=node, score=round(float(min(1.0, total[k])), 4), events=attributed))
+    return findings
+
+
+def _attribute(parsed: ParsedJob, nodes: list[str], node: str, counts: dict[int, int], ids: list[int],
+               score_of: dict[int, float], limit: int = 5) -> list[str]:
+    """Events whose count on `node` departs most from the other nodes' median, weighted by score."""
+    others = [n for n in nodes if n != node]
+    weighted = []
+    for i in ids:
+        mine = counts.get(i, 0)
+        if not mine or i not in score_of:
+            continue
+        med = float(np.median([parsed.node_counts[n].get(i, 0) for n in others])) if others else 0.0
+        dev = abs(np.log1p(mine) - np.log1p(med))
+        if dev > 0:
+            weighted.append((dev * score_of[i], i))
+    weighted.sort(reverse=True)
+    return [parsed.templates[i].template for _, i in weighted[:limit]]

@@ -1,0 +1,54 @@
+"""Stage attribution: in which stage (init … teardown) did the failure show? Rules: data/stages.yaml."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from engine.model import ParsedJob
+from engine.rules import load
+
+UNKNOWN = "unknown"
+
+
+@lru_cache(maxsize=1)
+def _rules() -> list[tuple[str, re.Pattern[str]]]:
+    data = load("stages")
+    return [(stage, re.compile(rx)) for stage in data["order"] for rx in data["stages"].get(stage, [])]
+
+
+def stage_of_template(template: str) -> str | None:
+    """The stage a template marks, if it is a stage marker."""
+    for stage, rx in _rules():
+        if rx.search(template):
+            return stage
+    return None
+
+
+def failure_stage(parsed: ParsedJob, event_ids: list[int]) -> str:
+    """The stage in force where the first of `event_ids` (most indicative first) first appears.
+
+    Looks in the first rank file that holds both the event and stage markers; an event that comes
+    before every marker of its file is in `init`.
+    """
+    markers = {i: s for i, t in enumerate(parsed.templates) if (s := stage_of_template(t.template))}
+    for eid in event_ids:
+        for pos in parsed.positions.values():
+            if eid not in pos or not any(m in pos for m in markers if m != eid):
+                continue
+            return _stage_before(pos, pos[eid][0], markers, eid)
+    return UNKNOWN
+
+
+def _stage_before(pos: dict[int, tuple[int, int]], p: int, markers: dict[int, str], eid: int) -> str:
+    best: tuple[float, int, str] | None = None
+    for mid, stage in markers.items():
+        if mid == eid or mid not in pos:
+            continue
+        first, last = pos[mid]
+        if first >= p:
+            continue
+        at = last if last < p else p - 0.5  # still ongoing when the event appeared
+        key = (at, 1 if stage == "training" else 0, stage)
+        if best is None or key > best:
+            best = key
+    return best[2] if best else "init"
