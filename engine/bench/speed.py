@@ -1,0 +1,122 @@
+"""`l4 bench speed`: throughput and peak memory of parsing and of the whole diagnosis.
+
+Every phase runs in a fresh subprocess so that its peak RSS is its own. All phases run in one
+invocation, so the ratios between them are measured under the same machine load.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from engine.ingest import discover
+
+NAIVE_SAMPLE_BYTES = 32 * 1024 * 1024  # naive Drain3 is slow: it is timed on a prefix of the job
+SIMPLE_MASKS = [  # the masking of Drain3's example (as in Loghub's score_ga.py)
+    (r"((?<=[^A-Za-z0-9])|^)(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}(:\d+)?)((?=[^A-Za-z0-9])|$)", "IP"),
+    (r"((?<=[^A-Za-z0-9])|^)(0[xX][0-9a-fA-F]+)((?=[^A-Za-z0-9])|$)", "HEX"),
+    (r"((?<=[^A-Za-z0-9])|^)([\-\+]?\d+(\.\d+)?)((?=[^A-Za-z0-9])|$)", "NUM"),
+]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def phase(name: str, job: str) -> dict:
+    """Run one phase in this process and return its figures."""
+    from engine.executors import InProcessExecutor, PoolExecutor
+
+    size = sum(f.size for f in discover(job).files)
+    t0 = time.perf_counter()
+    if name == "parse-1core":
+        from engine.parse import parse_job
+
+        parse_job(job, executor=InProcessExecutor())
+        processed = size
+    elif name in ("diagnose-1core", "diagnose-pool"):
+        from engine.diagnose import diagnose
+
+        ex = InProcessExecutor() if name == "diagnose-1core" else PoolExecutor()
+        diagnose(job, executor=ex)
+        processed = size
+    elif name == "naive-drain3":
+        processed = _naive_drain(job)
+    else:
+        raise ValueError(name)
+    secs = time.perf_counter() - t0
+    return {"phase": name, "bytes": processed, "seconds": secs, "peak_rss_mb": _peak_rss_mb()}
+
+
+def _naive_drain(job: str) -> int:
+    from drain3 import TemplateMiner
+    from drain3.masking import MaskingInstruction
+    from drain3.template_miner_config import TemplateMinerConfig
+
+    cfg = TemplateMinerConfig()
+    cfg.profiling_enabled = False
+    cfg.masking_instructions = [MaskingInstruction(p, n) for p, n in SIMPLE_MASKS]
+    miner = TemplateMiner(config=cfg)
+    done = 0
+    for f in discover(job).files:
+        with open(f.path, "rb") as fh:
+            for raw in fh:
+                miner.add_log_message(raw.decode("utf-8", "replace").rstrip("\n"))
+                done += len(raw)
+                if done >= NAIVE_SAMPLE_BYTES:
+                    return done
+    return done
+
+
+def _run_phase(name: str, job: Path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "engine.bench.speed", name, str(job)], check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _grep(job: Path) -> dict:
+    files = [f.path for f in discover(job).files]
+    size = sum(os.path.getsize(p) for p in files)
+    t0 = time.perf_counter()
+    subprocess.run(["grep", "-c", "", *files], check=False, capture_output=True)
+    return {"phase": "grep -c", "bytes": size, "seconds": time.perf_counter() - t0, "peak_rss_mb": None}
+
+
+def run_speed(job: Path, pool_workers: int | None = None) -> list[dict]:
+    rows = [_grep(job)]
+    for name in ("parse-1core", "diagnose-1core", "diagnose-pool", "naive-drain3"):
+        rows.append(_run_phase(name, job))
+    cores = pool_workers or os.cpu_count() or 1
+    for r in rows:
+        mbps = r["bytes"] / 1e6 / r["seconds"] if r["seconds"] else 0.0
+        r["cores"] = cores if r["phase"] == "diagnose-pool" else 1
+        r["mb_per_s"] = mbps
+        r["mb_per_s_per_core"] = mbps / r["cores"]
+    return rows
+
+
+def format_speed(rows: list[dict], job_bytes: int) -> str:
+    base = next(r for r in rows if r["phase"] == "naive-drain3")["mb_per_s_per_core"]
+    out = [f"job: {job_bytes / 1e9:.2f} GB, {os.cpu_count()} cores", "",
+           "| phase | cores | MB/s | MB/s per core | × naive Drain3 | peak RSS MB |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        rss = f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] is not None else "–"
+        out.append(f"| {r['phase']} | {r['cores']} | {r['mb_per_s']:.1f} | {r['mb_per_s_per_core']:.1f} | "
+                   f"{r['mb_per_s_per_core'] / base:.1f} | {rss} |")
+    return "\n".join(out)
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?)B?\s*", text.upper())
+    if not m:
+        raise ValueError(f"bad size {text!r}; use e.g. 200MB or 1GB")
+    return int(float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)])
+
+
+if __name__ == "__main__":
+    print(json.dumps(phase(sys.argv[1], sys.argv[2])))
