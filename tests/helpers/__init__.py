@@ -1,0 +1,1 @@
+"""Shared test helpers: job-folder builders (and, later, the fake Slack Web API)."""
