@@ -1,4 +1,5 @@
 """The `l4` command line (CONTRACTS §2)."""
+
 from __future__ import annotations
 
 import argparse
@@ -36,27 +37,39 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
     if args.top_nodes < 1:
         return _die("--top-nodes must be at least 1")
-    req = TriageRequest(job=args.job, history=args.history or [], no_match=args.no_match,
-                        top_nodes=args.top_nodes)
+    req = TriageRequest(
+        job=args.job, history=args.history or [], no_match=args.no_match, top_nodes=args.top_nodes
+    )
     diagnosis = triage(req)
     sys.stdout.write(_render(diagnosis, args.format) + "\n")
     return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import random
+
     from engine.bench.generate import generate_case
     from engine.diagnose import diagnose
 
-    import random
-
     with tempfile.TemporaryDirectory(prefix="l4-demo-") as tmp:
         case = Path(tmp) / "demo-job"
-        truth = generate_case(case, args.kind, args.style, random.Random(args.seed), nodes=8, ranks_per_node=4,
-                              iterations=60, history_jobs=2)
+        truth = generate_case(
+            case,
+            args.kind,
+            args.style,
+            random.Random(args.seed),
+            nodes=8,
+            ranks_per_node=4,
+            iterations=60,
+            history_jobs=2,
+        )
         history = sorted(p for p in (case / "history").iterdir() if p.is_dir())
-        print(f"Generated a failed {args.style} job ({truth['kind']}, faulty node "
-              f"{', '.join(truth['faulty_nodes']) or '-'}, iteration {truth['iteration']}) "
-              f"with {len(history)} succeeded history jobs in {case}\n", file=sys.stderr)
+        print(
+            f"Generated a failed {args.style} job ({truth['kind']}, faulty node "
+            f"{', '.join(truth['faulty_nodes']) or '-'}, iteration {truth['iteration']}) "
+            f"with {len(history)} succeeded history jobs in {case}\n",
+            file=sys.stderr,
+        )
         diagnosis = diagnose(case / "failed", history)
         sys.stdout.write(_render(diagnosis, args.format) + "\n")
     return EXIT_OK
@@ -68,9 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("diagnose", help="diagnose a failed job")
     d.add_argument("job", help="job folder, job ID under L4_LOG_ROOT, or failure-report link")
-    d.add_argument("--history", action="append", metavar="JOB",
-                   help="folder of a succeeded job of the same family (repeatable)")
-    d.add_argument("--no-match", action="store_true", help="skip the knowledge-base match; always run the engine")
+    d.add_argument(
+        "--history",
+        action="append",
+        metavar="JOB",
+        help="folder of a succeeded job of the same family (repeatable)",
+    )
+    d.add_argument(
+        "--no-match", action="store_true", help="skip the knowledge-base match; always run the engine"
+    )
     d.add_argument("--format", choices=["text", "json", "html"], default="text")
     d.add_argument("--top-nodes", type=int, default=5, metavar="K")
     d.set_defaults(func=cmd_diagnose)
@@ -112,8 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if os.environ.get("L4_DEBUG"):
             raise
-        print(f"l4: internal error: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-              " (set L4_DEBUG=1 for the trace)", file=sys.stderr)
+        print(
+            f"l4: internal error: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            " (set L4_DEBUG=1 for the trace)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

@@ -1,4 +1,5 @@
 """Turning what a user typed (a folder, a job ID) into a job folder on disk."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,10 @@ def resolve_job(ref: str) -> Path:
     if not ref:
         raise JobError("no job given")
     if "://" in ref:
-        raise JobError(f"cannot fetch {_short(ref)}: failure-report links are not supported by this build yet; "
-                       "pass the job folder or a job ID under L4_LOG_ROOT")
+        raise JobError(
+            f"cannot fetch {_short(ref)}: failure-report links are not supported by this build yet; "
+            "pass the job folder or a job ID under L4_LOG_ROOT"
+        )
     path = Path(ref)
     if path.is_dir():
         return path

@@ -5,11 +5,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.resolve import resolve_job
 from engine.diagnose import analyze
 from engine.model import Diagnosis
 from engine.parse import Progress, parse_jobs
-
-from bot.resolve import resolve_job
 
 
 @dataclass

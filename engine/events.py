@@ -4,6 +4,7 @@ An event's score combines how alarming its text is (severity lexicon and level),
 to a few nodes (a root cause sits on the faulty node; a cascade is everywhere), and how rare it is.
 Known cascade events are damped so that one ECC error outranks 120 watchdog timeouts.
 """
+
 from __future__ import annotations
 
 import math

@@ -4,6 +4,7 @@ Only distinct pre-keys reach this stage. Each is header-stripped and masked; ide
 messages are memoised, and Drain3 runs only on a cache miss. Parsing a failed job together with
 its history jobs in one miner gives them one template vocabulary, which cross-job filtering needs.
 """
+
 from __future__ import annotations
 
 import time
@@ -99,8 +100,9 @@ def parse_jobs(
     return [b.finish(table, elapsed) for b in builders]
 
 
-def parse_job(job: JobSpec | Path | str, *, executor: Executor | None = None,
-              progress: Progress | None = None) -> ParsedJob:
+def parse_job(
+    job: JobSpec | Path | str, *, executor: Executor | None = None, progress: Progress | None = None
+) -> ParsedJob:
     """Parse one job on its own."""
     return parse_jobs([job], executor=executor, progress=progress)[0]
 
@@ -190,15 +192,21 @@ class _JobBuilder:
             settings=self.spec.settings,
             status=self.spec.status,
             templates=templates,
-            node_counts={n: {index[c]: v for c, v in counts.items()} for n, counts in self.node_counts.items()},
-            iterations={f: [(it, tuple(index[c] for c in seq)) for it, seq in its]
-                        for f, its in self.iterations.items()},
+            node_counts={
+                n: {index[c]: v for c, v in counts.items()} for n, counts in self.node_counts.items()
+            },
+            iterations={
+                f: [(it, tuple(index[c] for c in seq)) for it, seq in its]
+                for f, its in self.iterations.items()
+            },
             file_nodes=self.file_nodes,
             node_last_ts=self.node_last_ts,
             node_last_iter=self.node_last_iter,
             positions={f: {index[c]: v for c, v in p.items()} for f, p in self.positions.items()},
             file_lines=self.file_lines,
-            node_first_seen={n: {index[c]: ts for c, ts in d.items()} for n, d in self.node_first_seen.items()},
+            node_first_seen={
+                n: {index[c]: ts for c, ts in d.items()} for n, d in self.node_first_seen.items()
+            },
             stats=self.stats,
         )
         return parsed

@@ -5,6 +5,7 @@ block). Synchronised training repeats the same lines with other numbers, so a jo
 pre-keys; only those go on to masking and Drain (see `parse`). This function is pure and picklable:
 an executor maps it over files.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from engine.headers import parse_header
-from engine.ingest import ReadReport, RankFile, iter_blocks
+from engine.ingest import RankFile, ReadReport, iter_blocks
 from engine.rules import load
 
 _ZERO_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
@@ -95,8 +96,11 @@ class _Segmenter:
             self.pending.append(ids[start:])
 
     def _close(self) -> None:
-        seg = np.concatenate(self.pending) if len(self.pending) > 1 else (
-            self.pending[0] if self.pending else np.empty(0, np.int32))
+        seg = (
+            np.concatenate(self.pending)
+            if len(self.pending) > 1
+            else (self.pending[0] if self.pending else np.empty(0, np.int32))
+        )
         self.pending = []
         if len(seg):
             seg = seg[np.concatenate(([True], seg[1:] != seg[:-1]))]
@@ -135,7 +139,7 @@ def scan_file(rank_file: RankFile) -> FileScan:
         counter = Counter(keys)
         new = [k for k in counter if k not in local]
         if new:
-            first_idx = dict(zip(reversed(keys), range(n - 1, -1, -1)))
+            first_idx = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
             for k in new:
                 lid = len(local)
                 local[k] = lid
@@ -148,7 +152,7 @@ def scan_file(rank_file: RankFile) -> FileScan:
                 if lid >= len(marker_lut):
                     marker_lut = np.concatenate((marker_lut, np.zeros(len(marker_lut), dtype=bool)))
                 marker_lut[lid] = _is_marker(k)
-        last_idx = dict(zip(keys, range(pos, pos + n)))
+        last_idx = dict(zip(keys, range(pos, pos + n), strict=True))
         for k, c in counter.items():
             lid = local[k]
             scan.counts[lid] += c

@@ -5,6 +5,7 @@ evidence of the failure-indicating events a node logs alone or with few others; 
 hung or crashed node stops logging first, or falls behind in iterations, while healthy nodes go on
 to log timeouts about it (and so lack the cascade everyone else shows).
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -77,8 +78,13 @@ def _silence(parsed: ParsedJob, nodes: list[str]) -> np.ndarray:
     return out
 
 
-def rank_nodes(parsed: ParsedJob, candidates: list[int], scored: list[ScoredEvent],
-               selected: list[ScoredEvent], top_k: int = 5) -> list[NodeFinding]:
+def rank_nodes(
+    parsed: ParsedJob,
+    candidates: list[int],
+    scored: list[ScoredEvent],
+    selected: list[ScoredEvent],
+    top_k: int = 5,
+) -> list[NodeFinding]:
     """Suspicious nodes, most suspicious first, each with the events that make it stand out."""
     nodes = sorted(parsed.node_counts)
     if not nodes:
@@ -99,8 +105,15 @@ def rank_nodes(parsed: ParsedJob, candidates: list[int], scored: list[ScoredEven
     return findings
 
 
-def _attribute(parsed: ParsedJob, nodes: list[str], node: str, counts: dict[int, int], ids: list[int],
-               score_of: dict[int, float], limit: int = 5) -> list[str]:
+def _attribute(
+    parsed: ParsedJob,
+    nodes: list[str],
+    node: str,
+    counts: dict[int, int],
+    ids: list[int],
+    score_of: dict[int, float],
+    limit: int = 5,
+) -> list[str]:
     """Events whose count on `node` departs most from the other nodes' median, weighted by score."""
     others = [n for n in nodes if n != node]
     weighted = []

@@ -1,4 +1,5 @@
 """Stage attribution: in which stage (init … teardown) did the failure show? Rules: data/stages.yaml."""
+
 from __future__ import annotations
 
 import re
@@ -28,14 +29,24 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int]) -> str:
     """The stage in force where the first of `event_ids` (most indicative first) first appears.
 
     Looks in the first rank file that holds both the event and stage markers; an event that comes
-    before every marker of its file is in `init`.
+    before every marker of its file is in `init`. Ranks that print no progress of their own (in
+    Megatron-LM only one rank logs iterations) defer to the rank file with the most stage markers,
+    read up to the event (or to its end when the event is not in it).
     """
     markers = {i: s for i, t in enumerate(parsed.templates) if (s := stage_of_template(t.template))}
+    if not event_ids:
+        return UNKNOWN
+    main = max(parsed.positions.items(), default=None, key=lambda kv: sum(1 for m in markers if m in kv[1]))
     for eid in event_ids:
         for pos in parsed.positions.values():
-            if eid not in pos or not any(m in pos for m in markers if m != eid):
+            if eid not in pos:
                 continue
-            return _stage_before(pos, pos[eid][0], markers, eid)
+            local = _stage_before(pos, pos[eid][0], markers, eid) if any(m in pos for m in markers) else None
+            if local not in (None, "init") or main is None:
+                return local or "init"
+            main_path, main_pos = main
+            at = main_pos[eid][0] if eid in main_pos else parsed.file_lines.get(main_path, 0) + 1
+            return _stage_before(main_pos, at, markers, eid)
     return UNKNOWN
 
 

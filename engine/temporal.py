@@ -6,6 +6,7 @@ iteration's sequence is compared with DTW (dtaidistance's C implementation) to t
 WINDOW iterations; an iteration whose mean distance lies beyond three sigma of the file's
 distances is anomalous, with the events it adds to the window.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,9 @@ def _require_c() -> None:
         raise RuntimeError("dtaidistance's C extension is not available; reinstall dtaidistance") from None
 
 
-def anomalous_iterations(parsed: ParsedJob, weight: dict[int, float], top_k: int = 5) -> list[IterationFinding]:
+def anomalous_iterations(
+    parsed: ParsedJob, weight: dict[int, float], top_k: int = 5
+) -> list[IterationFinding]:
     """Anomalous iterations, most anomalous first. `weight`: event id -> how indicative (0..1)."""
     if not parsed.iterations:
         return []
@@ -55,8 +58,9 @@ def anomalous_iterations(parsed: ParsedJob, weight: dict[int, float], top_k: int
     return out[:top_k]
 
 
-def _file_anomalies(its: list[tuple[int, tuple[int, ...]]], value: np.ndarray,
-                    weight: dict[int, float]) -> list[tuple[int, float, list[int]]]:
+def _file_anomalies(
+    its: list[tuple[int, tuple[int, ...]]], value: np.ndarray, weight: dict[int, float]
+) -> list[tuple[int, float, list[int]]]:
     if len(its) < 3:
         return []
     series: dict[tuple[int, ...], np.ndarray] = {}
@@ -76,7 +80,7 @@ def _file_anomalies(its: list[tuple[int, tuple[int, ...]]], value: np.ndarray,
             key = (a, b) if a <= b else (b, a)
             d = cache.get(key)
             if d is None:
-                d = 0.0 if a == b else float(dtw.distance_fast(series[cur], series[prev], use_pruning=True))
+                d = 0.0 if a == b else float(dtw.distance_fast(series[cur], series[prev]))
                 cache[key] = d
             ds.append(d)
         dists.append(sum(ds) / len(ds))

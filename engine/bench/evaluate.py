@@ -6,6 +6,7 @@ its example lines is a labeled failure-indicating line, neutral when it is a lab
 Recall counts the labeled event kinds (truth `indicating[].key`) that some reported event shows.
 Faulty-node top-k counts cases with a faulty node (hardware faults) whose node is among the first k.
 """
+
 from __future__ import annotations
 
 import json
@@ -80,8 +81,10 @@ def case_dirs(root: Path) -> list[Path]:
     index = root / "cases.json"
     if index.is_file():
         data = json.loads(index.read_text())
-        names = [c if isinstance(c, str) else c.get("case_dir") or c.get("path") or c.get("id") for c in
-                 (data.get("cases") if isinstance(data, dict) else data)]
+        names = [
+            c if isinstance(c, str) else c.get("case_dir") or c.get("path") or c.get("id")
+            for c in (data.get("cases") if isinstance(data, dict) else data)
+        ]
         dirs = [root / Path(str(n)).name for n in names]
         return [d for d in dirs if (d / "truth.json").is_file()]
     return sorted(p.parent for p in root.glob("*/truth.json"))
@@ -98,20 +101,35 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None) -> 
     overall: dict[str, Tally] = defaultdict(Tally)
     for case in case_dirs(root):
         truth = json.loads((case / "truth.json").read_text())
-        history = sorted(p for p in (case / "history").iterdir() if p.is_dir()) if (case / "history").is_dir() else []
+        history = (
+            sorted(p for p in (case / "history").iterdir() if p.is_dir())
+            if (case / "history").is_dir()
+            else []
+        )
         t0 = time.perf_counter()
         parsed = parse_jobs([case / "failed", *history])
         diagnosis = analyze(parsed[0], parsed[1:])
         secs = time.perf_counter() - t0
-        results = {"L4": ([e.examples for e in diagnosis.events], [n.node for n in diagnosis.nodes],
-                          diagnosis.stage, diagnosis.iterations[0].iteration if diagnosis.iterations else None,
-                          secs)}
+        results = {
+            "L4": (
+                [e.examples for e in diagnosis.events],
+                [n.node for n in diagnosis.nodes],
+                diagnosis.stage,
+                diagnosis.iterations[0].iteration if diagnosis.iterations else None,
+                secs,
+            )
+        }
         failed = parsed[0]
         for name, fn in BASELINES.items():
             t1 = time.perf_counter()
             ids, nodes = fn(failed)
-            results[name] = ([failed.templates[i].examples for i in ids], nodes, None, None,
-                             time.perf_counter() - t1)
+            results[name] = (
+                [failed.templates[i].examples for i in ids],
+                nodes,
+                None,
+                None,
+                time.perf_counter() - t1,
+            )
         for name, (examples, nodes, stage, iteration, s) in results.items():
             for tally in (per_kind[truth["kind"]][name], overall[name]):
                 tally.cases += 1
@@ -124,9 +142,17 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None) -> 
                     tally.iter_cases += 1
                     tally.iter_ok += int(iteration == truth["iteration"])
         if on_case:
-            on_case(case.name, {"kind": truth["kind"], "stage": diagnosis.stage, "truth_stage": truth["stage"],
-                                "nodes": [n.node for n in diagnosis.nodes[:3]], "faulty": truth["faulty_nodes"],
-                                "seconds": round(secs, 2)})
+            on_case(
+                case.name,
+                {
+                    "kind": truth["kind"],
+                    "stage": diagnosis.stage,
+                    "truth_stage": truth["stage"],
+                    "nodes": [n.node for n in diagnosis.nodes[:3]],
+                    "faulty": truth["faulty_nodes"],
+                    "seconds": round(secs, 2),
+                },
+            )
     return EvalResult(per_kind={k: dict(v) for k, v in per_kind.items()}, overall=dict(overall))
 
 
@@ -135,22 +161,35 @@ def _pct(x: float | None) -> str:
 
 
 def format_report(res: EvalResult) -> str:
-    out = ["### L4 per fault kind", "",
-           "| kind | cases | events P | events R | events F1 | node top-1 | top-3 | top-5 | top-8 | stage acc "
-           "| iteration acc | s/case |", "|" + "---|" * 12]
+    out = [
+        "### L4 per fault kind",
+        "",
+        "| kind | cases | events P | events R | events F1 | node top-1 | top-3 | top-5 | top-8 | stage acc "
+        "| iteration acc | s/case |",
+        "|" + "---|" * 12,
+    ]
     rows = sorted(res.per_kind.items())
     for kind, methods in rows + [("**all**", res.overall)]:
         t = methods["L4"]
-        out.append(f"| {kind} | {t.cases} | {t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} | "
-                   + " | ".join(_pct(t.top_rate(k)) for k in TOPS)
-                   + f" | {t.stage_ok / t.cases:.2f} | {_pct(t.iter_ok / t.iter_cases if t.iter_cases else None)}"
-                   + f" | {t.seconds / t.cases:.2f} |")
-    out += ["", "### L4 and the baselines, all cases", "",
-            "| method | events P | events R | events F1 | node top-1 | top-3 | top-5 | top-8 | s/case |",
-            "|" + "---|" * 9]
+        out.append(
+            f"| {kind} | {t.cases} | {t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} | "
+            + " | ".join(_pct(t.top_rate(k)) for k in TOPS)
+            + f" | {t.stage_ok / t.cases:.2f} | {_pct(t.iter_ok / t.iter_cases if t.iter_cases else None)}"
+            + f" | {t.seconds / t.cases:.2f} |"
+        )
+    out += [
+        "",
+        "### L4 and the baselines, all cases",
+        "",
+        "| method | events P | events R | events F1 | node top-1 | top-3 | top-5 | top-8 | s/case |",
+        "|" + "---|" * 9,
+    ]
     for name, t in res.overall.items():
-        out.append(f"| {name} | {t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} | "
-                   + " | ".join(_pct(t.top_rate(k)) for k in TOPS) + f" | {t.seconds / max(1, t.cases):.3f} |")
+        out.append(
+            f"| {name} | {t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} | "
+            + " | ".join(_pct(t.top_rate(k)) for k in TOPS)
+            + f" | {t.seconds / max(1, t.cases):.3f} |"
+        )
     return "\n".join(out)
 
 
@@ -158,7 +197,12 @@ def summary(res: EvalResult) -> dict:
     t = res.overall.get("L4")
     if t is None:
         return {}
-    return {"cases": t.cases, "events_precision": round(t.precision, 4), "events_recall": round(t.recall, 4),
-            "events_f1": round(t.f1, 4), **{f"node_top{k}": t.top_rate(k) for k in TOPS},
-            "stage_accuracy": round(t.stage_ok / t.cases, 4) if t.cases else None,
-            "iteration_accuracy": round(t.iter_ok / t.iter_cases, 4) if t.iter_cases else None}
+    return {
+        "cases": t.cases,
+        "events_precision": round(t.precision, 4),
+        "events_recall": round(t.recall, 4),
+        "events_f1": round(t.f1, 4),
+        **{f"node_top{k}": t.top_rate(k) for k in TOPS},
+        "stage_accuracy": round(t.stage_ok / t.cases, 4) if t.cases else None,
+        "iteration_accuracy": round(t.iter_ok / t.iter_cases, 4) if t.iter_cases else None,
+    }

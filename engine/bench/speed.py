@@ -3,6 +3,7 @@
 Every phase runs in a fresh subprocess so that its peak RSS is its own. All phases run in one
 invocation, so the ratios between them are measured under the same machine load.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,12 @@ def _naive_drain(job: str) -> int:
 
 
 def _run_phase(name: str, job: Path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "engine.bench.speed", name, str(job)], check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "engine.bench.speed", name, str(job)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -102,12 +107,18 @@ def run_speed(job: Path, pool_workers: int | None = None) -> list[dict]:
 
 def format_speed(rows: list[dict], job_bytes: int) -> str:
     base = next(r for r in rows if r["phase"] == "naive-drain3")["mb_per_s_per_core"]
-    out = [f"job: {job_bytes / 1e9:.2f} GB, {os.cpu_count()} cores", "",
-           "| phase | cores | MB/s | MB/s per core | × naive Drain3 | peak RSS MB |", "|---|---|---|---|---|---|"]
+    out = [
+        f"job: {job_bytes / 1e9:.2f} GB, {os.cpu_count()} cores",
+        "",
+        "| phase | cores | MB/s | MB/s per core | × naive Drain3 | peak RSS MB |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         rss = f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] is not None else "–"
-        out.append(f"| {r['phase']} | {r['cores']} | {r['mb_per_s']:.1f} | {r['mb_per_s_per_core']:.1f} | "
-                   f"{r['mb_per_s_per_core'] / base:.1f} | {rss} |")
+        out.append(
+            f"| {r['phase']} | {r['cores']} | {r['mb_per_s']:.1f} | {r['mb_per_s_per_core']:.1f} | "
+            f"{r['mb_per_s_per_core'] / base:.1f} | {rss} |"
+        )
     return "\n".join(out)
 
 

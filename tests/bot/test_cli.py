@@ -8,8 +8,9 @@ from tests.helpers.jobs import make_job
 
 def run_l4(*args, env=None):
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=full_env,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=full_env, timeout=300
+    )
 
 
 def test_missing_folder_exits_2_with_one_line(tmp_path):
@@ -40,8 +41,12 @@ def test_json_output_by_job_id(tmp_path):
 
 
 def test_text_and_html(tmp_path):
-    job = make_job(tmp_path / "j", nodes=3, fault_node=0,
-                   fault_lines=("RuntimeError: boom <!channel> <script>alert(1)</script>",))
+    job = make_job(
+        tmp_path / "j",
+        nodes=3,
+        fault_node=0,
+        fault_lines=("RuntimeError: boom <!channel> <script>alert(1)</script>",),
+    )
     r = run_l4("diagnose", str(job))
     assert r.returncode == 0 and "Failure-indicating events" in r.stdout
     r = run_l4("diagnose", str(job), "--format", "html")
@@ -50,8 +55,11 @@ def test_text_and_html(tmp_path):
 
 def test_rank_file_without_newline(tmp_path):
     (tmp_path / "j").mkdir()
-    (tmp_path / "j" / "r0.log").write_bytes(b"RuntimeError: CUDA error: an illegal memory access was encountered")
+    (tmp_path / "j" / "r0.log").write_bytes(
+        b"RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
     r = run_l4("diagnose", str(tmp_path / "j"), "--format", "json")
     assert r.returncode == 0
     assert json.loads(r.stdout)["events"][0]["examples"] == [
-        "RuntimeError: CUDA error: an illegal memory access was encountered"]
+        "RuntimeError: CUDA error: an illegal memory access was encountered"
+    ]

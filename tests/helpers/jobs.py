@@ -1,11 +1,14 @@
 """Builders of small job folders on disk (CONTRACTS §1) for tests."""
+
 from __future__ import annotations
 
 import gzip
 import json
 from pathlib import Path
 
-NORMAL_ITER = " iteration {it:8d}/    1000 | consumed samples: {s:10d} | lm loss: {loss:.6E} | grad norm: 0.{g:03d} |"
+NORMAL_ITER = (
+    " iteration {it:8d}/    1000 | consumed samples: {s:10d} | lm loss: {loss:.6E} | grad norm: 0.{g:03d} |"
+)
 TIMER = "[rank{r}]: [2026-05-01 10:{m:02d}:{sec:02d},123] [INFO] [timers] forward-backward: {ms}.2 ms"
 
 
@@ -30,15 +33,30 @@ def training_lines(rank: int, iterations: int, start: int = 1) -> list[str]:
     return out
 
 
-def make_job(root: Path, *, nodes: int = 4, ranks_per_node: int = 2, iterations: int = 30,
-             status: str = "failed", fault_node: int | None = 2, fault_at: int = 20,
-             fault_lines: tuple[str, ...] = ("RuntimeError: CUDA error: uncorrectable ECC error encountered",),
-             settings: dict | None = None) -> Path:
+def make_job(
+    root: Path,
+    *,
+    nodes: int = 4,
+    ranks_per_node: int = 2,
+    iterations: int = 30,
+    status: str = "failed",
+    fault_node: int | None = 2,
+    fault_at: int = 20,
+    fault_lines: tuple[str, ...] = ("RuntimeError: CUDA error: uncorrectable ECC error encountered",),
+    settings: dict | None = None,
+) -> Path:
     """A job with `nodes` nodes; when `fault_node` is set that node's ranks stop at `fault_at` with
     `fault_lines`, and the other ranks log a watchdog timeout."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "job.json").write_text(json.dumps({"job_id": root.name, "status": status,
-                                               "settings": settings or {"model": "toy", "framework": "megatron"}}))
+    (root / "job.json").write_text(
+        json.dumps(
+            {
+                "job_id": root.name,
+                "status": status,
+                "settings": settings or {"model": "toy", "framework": "megatron"},
+            }
+        )
+    )
     for n in range(nodes):
         for r in range(ranks_per_node):
             rank = n * ranks_per_node + r
@@ -48,8 +66,11 @@ def make_job(root: Path, *, nodes: int = 4, ranks_per_node: int = 2, iterations:
                 lines = training_lines(rank, fault_at) + list(fault_lines)
             else:
                 lines = training_lines(rank, fault_at) + [
-                    f"[rank{rank}]:[E0501 10:40:00.000000000 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught "
-                    f"collective operation timeout: WorkNCCL(SeqNum={4000 + fault_at}, OpType=ALLREDUCE) ran for "
-                    "600044 milliseconds before timing out."]
+                    f"[rank{rank}]:[E0501 10:40:00.000000000 ProcessGroupNCCL.cpp:607] [Rank {rank}] "
+                        "Watchdog caught "
+                    f"collective operation timeout: WorkNCCL(SeqNum={4000 + fault_at}, OpType=ALLREDUCE) "
+                        "ran for "
+                    "600044 milliseconds before timing out."
+                ]
             write_rank(root / f"node-{n:03d}" / f"rank-{rank:04d}.log", lines)
     return root

@@ -1,0 +1,142 @@
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from engine.bench.generate import (
+    FAULT_KINDS,
+    FAULTS,
+    STYLES,
+    generate_case,
+    generate_large_job,
+    generate_suite,
+)
+
+SMALL = {"nodes": (2, 4), "ranks_per_node": (2, 3), "iterations": (10, 20), "history_jobs": 2}
+
+
+def _read(p: Path) -> str:
+    raw = p.read_bytes()
+    return (gzip.decompress(raw) if p.suffix == ".gz" else raw).decode()
+
+
+def _job_lines(job_dir: Path) -> set[str]:
+    lines: set[str] = set()
+    for p in job_dir.rglob("*"):
+        if p.is_file() and p.name != "job.json":
+            lines.update(_read(p).split("\n"))
+    return lines
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    out = tmp_path_factory.mktemp("suite")
+    return out, generate_suite(out, len(FAULT_KINDS) * 2, seed=7, **SMALL)
+
+
+def test_kinds_and_styles() -> None:
+    assert len(FAULT_KINDS) >= 14
+    assert STYLES == ["megatron", "deepspeed", "mindspore"]
+    for kind in FAULT_KINDS:
+        assert set(FAULTS[kind]["styles"]) <= set(STYLES)
+
+
+def test_determinism(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    generate_suite(a, 4, seed=3, **SMALL)
+    generate_suite(b, 4, seed=3, **SMALL)
+    ta, tb = _tree(a), _tree(b)
+    assert ta.keys() == tb.keys()
+    assert all(ta[k] == tb[k] for k in ta)
+    c = tmp_path / "c"
+    generate_suite(c, 4, seed=4, **SMALL)
+    assert _tree(c) != ta
+
+
+def test_suite_index_covers_every_kind(suite: tuple[Path, list[Path]]) -> None:
+    out, dirs = suite
+    index = json.loads((out / "cases.json").read_text())
+    assert [e["case_id"] for e in index] == [d.name for d in dirs]
+    assert {e["kind"] for e in index} == set(FAULT_KINDS)
+    for e in index:
+        assert e["style"] in FAULTS[e["kind"]]["styles"]
+
+
+@pytest.mark.parametrize("kind", FAULT_KINDS)
+def test_every_kind_generates(tmp_path: Path, kind: str) -> None:
+    for style in FAULTS[kind]["styles"]:
+        d = tmp_path / f"{kind}-{style}"
+        truth = generate_case(d, kind, style, random.Random(kind + style), nodes=3, ranks_per_node=2,
+                              iterations=12, history_jobs=1)
+        assert truth == json.loads((d / "truth.json").read_text())
+        assert truth["kind"] == kind and truth["style"] == style
+        assert truth["category"] == FAULTS[kind]["category"]
+        assert truth["stage"] in ("init", "data_loading", "model_loading", "training", "checkpointing")
+        assert truth["indicating"] and all(g["lines"] for g in truth["indicating"])
+        if FAULTS[kind]["faulty_node"]:
+            assert len(truth["faulty_nodes"]) == 1 and (d / "failed" / truth["faulty_nodes"][0]).is_dir()
+        else:
+            assert truth["faulty_nodes"] == []
+        if truth["stage"] in ("training", "checkpointing"):
+            assert isinstance(truth["iteration"], int)
+        else:
+            assert truth["iteration"] is None
+        present = _job_lines(d / "failed")
+        for g in truth["indicating"]:
+            assert set(g["lines"]) <= present
+        assert set(truth["cascade_lines"]) <= present
+
+
+def test_truth_lines_verbatim(suite: tuple[Path, list[Path]]) -> None:
+    _, dirs = suite
+    for d in dirs:
+        truth = json.loads((d / "truth.json").read_text())
+        present = _job_lines(d / "failed")
+        ind = [ln for g in truth["indicating"] for ln in g["lines"]]
+        missing = [ln for ln in ind + truth["cascade_lines"] if ln not in present]
+        assert not missing, (d.name, missing[:3])
+        assert not set(ind) & set(truth["cascade_lines"])
+
+
+def test_gzip_files_valid(suite: tuple[Path, list[Path]]) -> None:
+    out, _ = suite
+    gz = list(out.rglob("*.log.gz"))
+    assert gz
+    for p in gz:
+        assert gzip.decompress(p.read_bytes())
+
+
+def test_history_succeeded_same_settings(suite: tuple[Path, list[Path]]) -> None:
+    _, dirs = suite
+    for d in dirs:
+        failed = json.loads((d / "failed" / "job.json").read_text())
+        assert failed["status"] == "failed" and failed["job_id"] == d.name
+        hist = sorted((d / "history").iterdir())
+        assert len(hist) == 2
+        for h in hist:
+            job = json.loads((h / "job.json").read_text())
+            assert job["status"] == "succeeded"
+            assert job["settings"] == failed["settings"]
+            assert list(h.glob("*/rank-*.log*"))
+
+
+def test_node_crash_truncates_faulty_node(tmp_path: Path) -> None:
+    truth = generate_case(tmp_path / "c", "node_crash", "megatron", random.Random(1), nodes=4,
+                          ranks_per_node=2, iterations=20, history_jobs=0)
+    node_dir = tmp_path / "c" / "failed" / truth["faulty_nodes"][0]
+    for p in node_dir.glob("rank-*"):
+        assert not _read(p).endswith("\n")
+
+
+def test_large_job_size(tmp_path: Path) -> None:
+    size = 20 << 20
+    out = generate_large_job(tmp_path / "big", size, seed=1)
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    assert abs(total - size) <= 0.1 * size
+    assert json.loads((out / "job.json").read_text())["status"] == "failed"
