@@ -2,23 +2,23 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
 import yaml
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> dict[str, Any]:
     """The parsed YAML data file `engine/data/<name>.yaml`."""
-    text = resources.files("engine").joinpath("data", f"{name}.yaml").read_text(encoding="utf-8")
+    text = resources.files("engine").joinpath("data").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     if not isinstance(data, dict) or "version" not in data:
         raise ValueError(f"engine data file {name}.yaml has no version")
     return data
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(pattern, flags)
