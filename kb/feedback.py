@@ -1,0 +1,91 @@
+"""SRE feedback on diagnoses: confirm (creates a fault pattern) and reject (flags bad patterns)."""
+from __future__ import annotations
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from kb import KbError
+from kb.diagnoses import get as get_diagnosis
+from kb.models import FaultPattern, Feedback, utcnow
+from kb.patterns_io import slugify, validate_pattern_dict
+
+FLAG_AFTER_REJECTIONS = 3
+
+
+def _unique_pattern_id(session: Session, title: str) -> str:
+    base = slugify(title)
+    pid, n = base, 2
+    while session.get(FaultPattern, pid) is not None:
+        pid, n = f"{base}-{n}", n + 1
+    return pid
+
+
+def confirm(session: Session, diagnosis_id: int, *, events: list[str], title: str, category: str,
+            remediation: str, user: str, kind: str = "root", severity: str = "high",
+            description: str = "", note: str = "") -> FaultPattern:
+    """Turn the chosen event templates of a diagnosis into a confirmed fault pattern.
+
+    Each template becomes an RE2 signature entry (escaped, whitespace-tolerant, "<*>" = a
+    bounded gap); the signature is validated (not empty, not too broad). Records the
+    confirmation in the feedback table. Caller commits.
+    """
+    get_diagnosis(session, diagnosis_id)
+    if not user or not user.strip():
+        raise KbError("a confirmation needs the confirming user")
+    templates = [e for e in (events or []) if e and e.strip()]
+    if not templates:
+        raise KbError("choose at least one event template as the signature")
+    data = validate_pattern_dict({
+        "id": _unique_pattern_id(session, title or ""),
+        "title": title, "category": category, "kind": kind, "severity": severity,
+        "description": description, "remediation": remediation,
+        "signature": [{"template": t} for t in dict.fromkeys(templates)],
+    })
+    pattern = FaultPattern(**data, source="confirmed", created_by=user.strip(), created_at=utcnow())
+    session.add(pattern)
+    session.flush()
+    session.add(Feedback(diagnosis_id=diagnosis_id, pattern_id=pattern.id, verdict="confirm",
+                         user=user.strip(), note=note or "", created_at=utcnow()))
+    session.flush()
+    return pattern
+
+
+def reject(session: Session, diagnosis_id: int, user: str, note: str = "",
+           pattern_id: str | None = None) -> Feedback:
+    """Record that a diagnosis was wrong. The pattern concerned (``pattern_id``, default: the
+    pattern the diagnosis matched) is flagged once it has been rejected 3 times. Caller commits."""
+    rec = get_diagnosis(session, diagnosis_id)
+    if not user or not user.strip():
+        raise KbError("a rejection needs the rejecting user")
+    pattern_id = pattern_id or rec.matched_pattern_id
+    pattern = None
+    if pattern_id is not None:
+        pattern = session.get(FaultPattern, pattern_id)
+        if pattern is None:
+            raise KbError(f"no pattern with id {pattern_id}")
+    fb = Feedback(diagnosis_id=diagnosis_id, pattern_id=pattern_id, verdict="reject",
+                  user=user.strip(), note=note or "", created_at=utcnow())
+    session.add(fb)
+    session.flush()
+    if pattern is not None and not pattern.flagged:
+        if rejection_count(session, pattern.id) >= FLAG_AFTER_REJECTIONS:
+            pattern.flagged = True
+            session.add(pattern)
+            session.flush()
+    return fb
+
+
+def rejection_count(session: Session, pattern_id: str) -> int:
+    stmt = select(func.count()).select_from(Feedback).where(Feedback.pattern_id == pattern_id,
+                                                            Feedback.verdict == "reject")
+    return int(session.exec(stmt).one())
+
+
+def feedback_for(session: Session, *, diagnosis_id: int | None = None,
+                 pattern_id: str | None = None) -> list[Feedback]:
+    stmt = select(Feedback).order_by(Feedback.created_at, Feedback.id)
+    if diagnosis_id is not None:
+        stmt = stmt.where(Feedback.diagnosis_id == diagnosis_id)
+    if pattern_id is not None:
+        stmt = stmt.where(Feedback.pattern_id == pattern_id)
+    return list(session.exec(stmt))

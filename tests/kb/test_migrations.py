@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from importlib import resources
+
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlmodel import SQLModel
+
+from kb import db as kbdb
+
+
+def _revisions() -> list[str]:
+    script = ScriptDirectory.from_config(kbdb.alembic_config())
+    return [r.revision for r in reversed(list(script.walk_revisions()))]
+
+
+def test_at_least_two_revisions_shipped_as_package_data() -> None:
+    assert _revisions()[:2] == ["0001", "0002"]
+    versions = resources.files("kb").joinpath("migrations/versions")
+    names = {p.name for p in versions.iterdir()}
+    assert any(n.startswith("0001_") for n in names) and any(n.startswith("0002_") for n in names)
+    assert resources.files("kb").joinpath("migrations/env.py").is_file()
+
+
+def test_upgrade_empty_database_matches_models(db_url: str) -> None:
+    eng = kbdb.make_engine(db_url)
+    try:
+        assert kbdb.current_revision(eng) is None
+        kbdb.upgrade(eng)
+        assert kbdb.current_revision(eng) == kbdb.head_revision()
+        with eng.connect() as c:
+            diff = compare_metadata(MigrationContext.configure(c, opts={"compare_type": True}),
+                                    SQLModel.metadata)
+        assert diff == []
+    finally:
+        eng.dispose()
+
+
+def test_upgrade_from_first_revision_keeps_data(db_url: str) -> None:
+    eng = kbdb.make_engine(db_url)
+    try:
+        kbdb.upgrade(eng, "0001")
+        assert kbdb.current_revision(eng) == "0001"
+        cols = {c["name"] for c in sa.inspect(eng).get_columns("fault_pattern")}
+        assert "flagged" not in cols
+        with eng.begin() as c:
+            c.execute(sa.text(
+                "INSERT INTO fault_pattern (id, title, category, description, remediation, signature, kind,"
+                " severity, source, created_by, created_at, enabled, version) VALUES ('old-pattern', 'Old',"
+                " 'framework', '', '', '[{\"regex\": \"old failure\"}]', 'root', 'high', 'confirmed', 'me',"
+                " CURRENT_TIMESTAMP, true, 1)"))
+            c.execute(sa.text(
+                "INSERT INTO diagnosis (job_id, status, json_text, matched_pattern_id, created_at)"
+                " VALUES ('job-1', 'matched', '{}', 'old-pattern', CURRENT_TIMESTAMP)"))
+        kbdb.upgrade(eng)
+        assert kbdb.current_revision(eng) == kbdb.head_revision()
+        with eng.connect() as c:
+            row = c.execute(sa.text("SELECT title, flagged FROM fault_pattern WHERE id='old-pattern'")).one()
+            assert row[0] == "Old" and not row[1]
+            assert c.execute(sa.text("SELECT matched_pattern_id FROM diagnosis")).scalar() == "old-pattern"
+        insp = sa.inspect(eng)
+        assert "ix_node_incident_node_time" in {i["name"] for i in insp.get_indexes("node_incident")}
+        assert "ix_diagnosis_job_id" in {i["name"] for i in insp.get_indexes("diagnosis")}
+    finally:
+        eng.dispose()
+
+
+def test_downgrade_to_first_revision_and_back(db_url: str) -> None:
+    eng = kbdb.open_db(db_url)
+    try:
+        kbdb.upgrade(eng)
+        kbdb.downgrade(eng, "0001")
+        assert kbdb.current_revision(eng) == "0001"
+        kbdb.upgrade(eng)
+        assert kbdb.current_revision(eng) == kbdb.head_revision()
+    finally:
+        eng.dispose()
