@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -40,8 +41,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     req = TriageRequest(
         job=args.job, history=args.history or [], no_match=args.no_match, top_nodes=args.top_nodes
     )
-    diagnosis = triage(req)
-    sys.stdout.write(_render(diagnosis, args.format) + "\n")
+    result = triage(req)
+    sys.stdout.write(_render(result.diagnosis, args.format) + "\n")
+    if args.format == "text":
+        print(f"(stored as diagnosis {result.diagnosis_id}; confirm its root cause with "
+              f"`l4 patterns confirm {result.diagnosis_id} ...`)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -49,29 +53,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import random
 
     from engine.bench.generate import generate_case
-    from engine.diagnose import diagnose
+
+    from bot.triage import TriageRequest, triage
 
     with tempfile.TemporaryDirectory(prefix="l4-demo-") as tmp:
         case = Path(tmp) / "demo-job"
-        truth = generate_case(
-            case,
-            args.kind,
-            args.style,
-            random.Random(args.seed),
-            nodes=8,
-            ranks_per_node=4,
-            iterations=60,
-            history_jobs=2,
-        )
+        truth = generate_case(case, args.kind, args.style, random.Random(args.seed), nodes=8,
+                              ranks_per_node=4, iterations=60, history_jobs=2)
         history = sorted(p for p in (case / "history").iterdir() if p.is_dir())
-        print(
-            f"Generated a failed {args.style} job ({truth['kind']}, faulty node "
-            f"{', '.join(truth['faulty_nodes']) or '-'}, iteration {truth['iteration']}) "
-            f"with {len(history)} succeeded history jobs in {case}\n",
-            file=sys.stderr,
-        )
-        diagnosis = diagnose(case / "failed", history)
-        sys.stdout.write(_render(diagnosis, args.format) + "\n")
+        print(f"Generated a failed {args.style} job ({truth['kind']}, faulty node "
+              f"{', '.join(truth['faulty_nodes']) or '-'}, iteration {truth['iteration']}) "
+              f"with {len(history)} succeeded history jobs in {case}\n", file=sys.stderr)
+        # a throwaway knowledge base (the built-in library only) unless one is configured
+        url = os.environ.get("L4_DATABASE_URL") or f"sqlite:///{Path(tmp) / 'demo-kb.db'}"
+        req = TriageRequest(job=str(case / "failed"), history=[str(h) for h in history], database_url=url)
+        sys.stdout.write(_render(triage(req).diagnosis, args.format) + "\n")
     return EXIT_OK
 
 
@@ -104,12 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cli_bench import register as register_bench
 
     register_bench(sub)
-    try:
-        from bot.cli_kb import register as register_kb
-    except ImportError:  # the knowledge-base commands need kb's optional dependencies
-        register_kb = None
-    if register_kb is not None:
-        register_kb(sub)
+    from bot.cli_kb import register as register_kb
+
+    register_kb(sub)
     return p
 
 
@@ -127,8 +120,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - one line for the user, the trace only with L4_DEBUG
-        import os
-
         if os.environ.get("L4_DEBUG"):
             raise
         print(

@@ -32,6 +32,7 @@ class Match:
     category: str
     remediation: str = ""
     evidence: list[str] = field(default_factory=list)
+    kind: str = "root"  # "root" cause or "cascade" (a consequence of a fault elsewhere)
 
 
 @dataclass

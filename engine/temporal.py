@@ -85,6 +85,8 @@ def _file_anomalies(
             ds.append(d)
         dists.append(sum(ds) / len(ds))
     arr = np.array(dists)
+    arr[~np.isfinite(arr)] = arr[np.isfinite(arr)].max(initial=0.0) * 2 + 1.0
+    dists = arr.tolist()
     mu, sd = float(arr.mean()), float(arr.std())
     sd = max(sd, 1e-6, 0.05 * mu)
     out = []

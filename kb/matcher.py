@@ -111,7 +111,7 @@ class Matcher:
         for h in sorted(hits.values(), key=key):
             p = self.patterns[h.pattern]
             out.append(Match(pattern_id=p.id, title=p.title, category=p.category,
-                             remediation=p.remediation, evidence=list(h.evidence)))
+                             remediation=p.remediation, evidence=list(h.evidence), kind=p.kind))
         return out
 
     def match_lines(self, lines: Iterable[str]) -> list[Match]:
