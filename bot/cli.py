@@ -52,9 +52,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     import random
 
-    from engine.bench.generate import generate_case
-
     from bot.triage import TriageRequest, triage
+    from engine.bench.generate import generate_case
 
     with tempfile.TemporaryDirectory(prefix="l4-demo-") as tmp:
         case = Path(tmp) / "demo-job"

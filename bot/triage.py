@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.resolve import resolve_job
 from engine.diagnose import analyze
 from engine.filter import candidate_events, normal_templates
 from engine.ingest import discover
@@ -17,8 +18,6 @@ from engine.parse import Progress, parse_jobs
 from kb import db as kbdb
 from kb import diagnoses, pools
 from kb.matcher import load_matcher
-
-from bot.resolve import resolve_job
 
 
 @dataclass

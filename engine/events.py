@@ -14,9 +14,11 @@ from engine.model import ParsedJob
 from engine.severity import is_cascade, severity
 
 MAX_EVENTS = 10
-MIN_SCORE = 0.2  # events below this are not worth an engineer's time
+MIN_SCORE = 0.35  # events below this are not worth an engineer's time
 RELATIVE = 0.5  # and neither are those far below the best one
 CASCADE_FACTOR = 0.55
+ROOT_SEVERITY = 0.8
+TRUNCATED_SEVERITY = 0.8
 
 
 @dataclass(frozen=True)
@@ -30,15 +32,27 @@ class ScoredEvent:
 def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
     """Every candidate scored, best first."""
     n_nodes = max(1, len(parsed.node_counts))
-    out = []
+    rows = []
+    files = max(1, len(parsed.file_nodes))
+    # a cut-off last line means a crash only when few files have one (some writers never end lines)
+    cut_tails = parsed.truncated_tails if sum(parsed.truncated_tails.values()) <= files / 4 else {}
     for i in candidates:
         t = parsed.templates[i]
-        sev = severity(t.template, t.level)
         k = max(1, len(t.nodes))
         spec = 1.0 if n_nodes == 1 else 1.0 - (k - 1) / (n_nodes - 1)
+        sev = severity(t.template, t.level)
+        if cut_tails.get(i):  # the last words of a rank that died mid-line
+            sev = max(sev, TRUNCATED_SEVERITY)
+        rows.append((i, sev, spec, is_cascade(t.template)))
+    # Cascades are damped only when a root cause is in sight: a severe, non-cascade event on few
+    # nodes. With none (a silent hang), the timeouts are the best evidence there is.
+    has_root = any(sev >= ROOT_SEVERITY and not cascade and spec >= 0.5 for _, sev, spec, cascade in rows)
+    out = []
+    for i, sev, spec, cascade in rows:
+        t = parsed.templates[i]
         rarity = 1.0 / (1.0 + math.log10(max(1, t.count)))
-        cascade = is_cascade(t.template)
-        score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * (CASCADE_FACTOR if cascade else 1.0)
+        damp = CASCADE_FACTOR + (1 - CASCADE_FACTOR) * spec if cascade and has_root else 1.0
+        score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
         out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, cascade))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out

@@ -110,6 +110,7 @@ class ReadReport:
     bytes: int = 0
     long_lines_cut: int = 0
     error: str | None = None  # why the file could not be read to its end
+    truncated_tail: bool = False  # the last line has no line end (the writer died mid-line?)
 
 
 def iter_blocks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[list[bytes]]:
@@ -164,6 +165,7 @@ def iter_blocks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[l
             if lines:
                 yield lines
         if carry and not skipping:
+            report.truncated_tail = True
             yield [carry]
 
 

@@ -22,6 +22,7 @@ class TemplateStat:
     nodes: dict[str, int] = field(default_factory=dict)  # node -> count
     examples: list[str] = field(default_factory=list)  # raw lines, at most 3
     first_seen: str | None = None  # ISO-8601 timestamp of the earliest occurrence, when lines carry one
+    last_seen: str | None = None
     stage: str = "unknown"
 
 
@@ -109,4 +110,6 @@ class ParsedJob:
     file_lines: dict[str, int] = field(default_factory=dict)
     # per node: event id -> earliest timestamp on that node (events whose lines carry one)
     node_first_seen: dict[str, dict[int, str]] = field(default_factory=dict)
+    # event id -> number of rank files whose last line it is, cut off without a line end
+    truncated_tails: dict[int, int] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)

@@ -123,6 +123,7 @@ class _JobBuilder:
         self.positions: dict[str, dict[int, tuple[int, int]]] = {}  # file -> cluster -> (first, last) line
         self.file_lines: dict[str, int] = {}
         self.node_first_seen: dict[str, dict[int, str]] = {}
+        self.truncated_tails: dict[int, int] = {}
 
     def add(self, scan: FileScan, table: TemplateTable) -> None:
         st = self.stats
@@ -159,9 +160,16 @@ class _JobBuilder:
                     stat.first_seen = ts
                 if ts < node_first.get(cid, "~"):
                     node_first[cid] = ts
+            if count > 1:
+                ts = parse_header(scan.last_line[lid].decode("utf-8", "replace"), scan.year).ts
+            if ts and (stat.last_seen is None or ts > stat.last_seen):
+                stat.last_seen = ts
             first, last = scan.first_pos[lid], scan.last_pos[lid]
             old = pos.get(cid)
             pos[cid] = (first, last) if old is None else (min(old[0], first), max(old[1], last))
+        if scan.truncated_tail is not None:
+            cid = local_to_cluster[scan.truncated_tail]
+            self.truncated_tails[cid] = self.truncated_tails.get(cid, 0) + 1
         if scan.iters:
             seqs = [tuple(local_to_cluster[i] for i in seq) for seq in scan.seqs]
             self.iterations[scan.path] = [(it, seqs[idx]) for it, idx in scan.iters]
@@ -204,6 +212,7 @@ class _JobBuilder:
             node_last_iter=self.node_last_iter,
             positions={f: {index[c]: v for c, v in p.items()} for f, p in self.positions.items()},
             file_lines=self.file_lines,
+            truncated_tails={index[c]: v for c, v in self.truncated_tails.items()},
             node_first_seen={
                 n: {index[c]: ts for c, ts in d.items()} for n, d in self.node_first_seen.items()
             },

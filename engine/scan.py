@@ -51,12 +51,14 @@ class FileScan:
     keys: list[bytes] = field(default_factory=list)  # local id -> pre-key
     counts: list[int] = field(default_factory=list)
     first_line: list[bytes] = field(default_factory=list)
+    last_line: list[bytes] = field(default_factory=list)
     first_pos: list[int] = field(default_factory=list)
     last_pos: list[int] = field(default_factory=list)
     seqs: list[tuple[int, ...]] = field(default_factory=list)  # distinct per-iteration sequences (local ids)
     iters: list[tuple[int, int]] = field(default_factory=list)  # (iteration, index into seqs)
     first_ts: str | None = None
     last_ts: str | None = None
+    truncated_tail: int | None = None  # local id of a last line cut off without a line end
     year: int = 1970
 
 
@@ -147,16 +149,18 @@ def scan_file(rank_file: RankFile) -> FileScan:
                 scan.keys.append(k)
                 scan.counts.append(0)
                 scan.first_line.append(lines[i])
+                scan.last_line.append(lines[i])
                 scan.first_pos.append(pos + i)
                 scan.last_pos.append(pos + i)
                 if lid >= len(marker_lut):
                     marker_lut = np.concatenate((marker_lut, np.zeros(len(marker_lut), dtype=bool)))
                 marker_lut[lid] = _is_marker(k)
-        last_idx = dict(zip(keys, range(pos, pos + n), strict=True))
+        last_idx = dict(zip(keys, range(n), strict=True))
         for k, c in counter.items():
             lid = local[k]
             scan.counts[lid] += c
-            scan.last_pos[lid] = last_idx[k]
+            scan.last_pos[lid] = pos + last_idx[k]
+            scan.last_line[lid] = lines[last_idx[k]]
         has_marker = seg.current is not None or any(marker_lut[local[k]] for k in counter)
         if has_marker:
             ids = np.fromiter(map(local.__getitem__, keys), dtype=np.int32, count=n)
@@ -170,6 +174,8 @@ def scan_file(rank_file: RankFile) -> FileScan:
     scan.bytes = report.bytes
     scan.long_lines_cut = report.long_lines_cut
     scan.error = report.error
+    if report.truncated_tail and tail:
+        scan.truncated_tail = local.get(tail[-1].translate(_ZERO_DIGITS))
     scan.last_ts = _first_ts(reversed(tail), scan.year)
     return scan
 

@@ -39,7 +39,8 @@ class Tally:
 
     def add_events(self, examples: Sequence[Sequence[str]], truth: dict) -> None:
         line_key = {ln: g["key"] for g in truth["indicating"] for ln in g["lines"]}
-        cascade = set(truth.get("cascade_lines", []))
+        # consequences elsewhere and context on the faulty rank (traceback frames) are neutral
+        cascade = set(truth.get("cascade_lines", [])) | set(truth.get("context_lines", []))
         hit = set()
         for ex in examples:
             keys = {line_key[x] for x in ex if x in line_key}
