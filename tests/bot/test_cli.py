@@ -64,3 +64,15 @@ def test_rank_file_without_newline(tmp_path):
     assert json.loads(r.stdout)["events"][0]["examples"] == [
         "RuntimeError: CUDA error: an illegal memory access was encountered"
     ]
+
+
+def test_second_job_with_a_known_fault_is_matched(tmp_path):
+    db = tmp_path / "kb.db"
+    fault = ("NVRM: Xid (PCI:0000:06:00): 79, pid=1234, name=python, GPU has fallen off the bus.",)
+    make_job(tmp_path / "a", nodes=3, fault_node=1, fault_lines=fault)
+    r = run_l4("diagnose", str(tmp_path / "a"), "--format", "json", db=db)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["status"] == "matched" and d["matches"][0]["category"] == "hardware/accelerator"
+    r = run_l4("diagnose", str(tmp_path / "a"), "--format", "json", "--no-match", db=db)
+    assert json.loads(r.stdout)["status"] == "analyzed"
