@@ -29,7 +29,7 @@ _LEVEL_RANK = {None: 0, "DEBUG": 1, "INFO": 2, "WARN": 3, "ERROR": 4, "FATAL": 5
 Progress = Callable[[int, int, int], None]  # (files done, files total, bytes done)
 
 
-def new_miner(sim_th: float = 0.4, depth: int = 4, max_clusters: int = MAX_CLUSTERS) -> TemplateMiner:
+def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUSTERS) -> TemplateMiner:
     """A Drain3 miner for already-masked messages (masking is done once, in `masking`)."""
     cfg = TemplateMinerConfig()
     cfg.profiling_enabled = False
