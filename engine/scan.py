@@ -119,7 +119,8 @@ class _Segmenter:
 
 
 def _marker_number(line: bytes) -> int | None:
-    return iteration_of(parse_header(line.decode("utf-8", "replace")).message)
+    # marker regexes are searches, so the header can stay: no header parse on this per-iteration path
+    return iteration_of(line.decode("utf-8", "replace"))
 
 
 def scan_file(rank_file: RankFile) -> FileScan:
