@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from bot.config import ConfigError, load_dotenv
 from engine.ingest import JobError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -110,9 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("be.kuleuven.dtai.distance").setLevel(logging.ERROR)
     parser = build_parser()
     args = parser.parse_args(argv)
+    load_dotenv()
     try:
         return int(args.func(args) or 0)
-    except JobError as exc:
+    except (JobError, ConfigError) as exc:
         return _die(str(exc))
     except KeyboardInterrupt:
         return 130

@@ -83,9 +83,13 @@ class Diagnosis:
     nodes: list[NodeFinding] = field(default_factory=list)
     iterations: list[IterationFinding] = field(default_factory=list)
     stats: Stats = field(default_factory=Stats)
+    # what a failure report said about the job (url, description, settings...), when one was given
+    report: dict | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        if d.get("report") is None:
+            d.pop("report", None)
         return {"schema": SCHEMA, **d}
 
 
