@@ -9,7 +9,7 @@ from engine.events import score_events, select_events
 from engine.executors import Executor
 from engine.filter import candidate_events, normal_templates
 from engine.ingest import JobSpec
-from engine.model import Diagnosis, Event, ParsedJob
+from engine.model import AnalysisDetail, Diagnosis, Event, IterationSeries, ParsedJob
 from engine.parse import Progress, parse_jobs
 from engine.spatial import rank_nodes
 from engine.stage import failure_stage
@@ -25,14 +25,42 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     scored = score_events(parsed, candidates)
     selected = select_events(scored)
     events = [_event(parsed, e.id, e.score) for e in selected]
-    nodes = rank_nodes(parsed, candidates, scored, selected, top_k=top_nodes)
+    node_scores: dict[str, float] = {}
+    nodes = rank_nodes(parsed, candidates, scored, selected, top_k=top_nodes, all_scores=node_scores)
     weight = {e.id: e.score for e in scored}
-    iterations = anomalous_iterations(parsed, weight)
+    series: list[IterationSeries] = []
+    iterations = anomalous_iterations(parsed, weight, series=series)
     stage = failure_stage(parsed, [e.id for e in selected])
     stats = parsed.stats
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
+    detail = _detail(parsed, node_scores, [e.id for e in selected], series, iterations)
     return Diagnosis(job_id=parsed.job_id, status="analyzed", stage=stage, events=events, nodes=nodes,
-                     iterations=iterations, stats=stats)
+                     iterations=iterations, stats=stats, detail=detail)
+
+
+HEATMAP_NODES = 12
+HEATMAP_EVENTS = 12
+PLOTTED_SERIES = 3
+
+
+def _detail(parsed: ParsedJob, node_scores: dict[str, float], selected: list[int],
+            series: list[IterationSeries], iterations: list) -> AnalysisDetail:
+    """Plot data: all node scores, a node × event count matrix of the top nodes, and the iteration
+    series of the rank files where the most anomalous iterations were seen (else one file)."""
+    rows = list(node_scores)[:HEATMAP_NODES]
+    cols = selected[:HEATMAP_EVENTS]
+    counts = [[parsed.node_counts.get(n, {}).get(e, 0) for e in cols] for n in rows]
+    wanted = [f.iteration for f in iterations]
+    rank = {it: i for i, it in enumerate(wanted)}
+
+    def best(s: IterationSeries) -> int:
+        return min((rank[i] for i in s.flagged if i in rank), default=len(rank))
+
+    hit = sorted((s for s in series if any(i in rank for i in s.flagged)), key=lambda s: (best(s), s.file))
+    kept = hit[:PLOTTED_SERIES] or series[:1]
+    return AnalysisDetail(node_scores=node_scores, heatmap_nodes=rows,
+                          heatmap_events=[parsed.templates[e].template for e in cols],
+                          heatmap_counts=counts, iteration_series=kept)
 
 
 def _event(parsed: ParsedJob, eid: int, score: float) -> Event:

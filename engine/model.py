@@ -74,6 +74,39 @@ class Stats:
 
 
 @dataclass
+class IterationSeries:
+    """One rank file's per-iteration DTW distance to its previous window, for plots."""
+
+    file: str
+    node: str
+    iterations: list[int] = field(default_factory=list)
+    distances: list[float] = field(default_factory=list)
+    mean: float = 0.0
+    std: float = 0.0
+    threshold: float = 0.0  # mean + SIGMA * std: above it an iteration is anomalous
+    flagged: list[int] = field(default_factory=list)  # iterations above the threshold
+
+
+@dataclass
+class AnalysisDetail:
+    """What the plots and reports show beyond the diagnosis proper (not part of l4.diagnosis/v1;
+    stored with the diagnosis in the knowledge base as the optional key "detail")."""
+
+    node_scores: dict[str, float] = field(default_factory=dict)  # every node, combined score
+    heatmap_nodes: list[str] = field(default_factory=list)  # rows: the most suspicious nodes
+    heatmap_events: list[str] = field(default_factory=list)  # columns: the selected events
+    heatmap_counts: list[list[int]] = field(default_factory=list)  # [node][event] line counts
+    iteration_series: list[IterationSeries] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AnalysisDetail:
+        series = [IterationSeries(**s) for s in d.get("iteration_series", [])]
+        return cls(node_scores=dict(d.get("node_scores", {})), heatmap_nodes=list(d.get("heatmap_nodes", [])),
+                   heatmap_events=list(d.get("heatmap_events", [])),
+                   heatmap_counts=[list(r) for r in d.get("heatmap_counts", [])], iteration_series=series)
+
+
+@dataclass
 class Diagnosis:
     job_id: str
     status: str = "analyzed"  # "matched" | "analyzed"
@@ -85,11 +118,15 @@ class Diagnosis:
     stats: Stats = field(default_factory=Stats)
     # what a failure report said about the job (url, description, settings...), when one was given
     report: dict | None = None
+    detail: AnalysisDetail | None = field(default=None, repr=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self, *, detail: bool = False) -> dict:
+        """The l4.diagnosis/v1 JSON; with `detail`, also the plot data under "detail"."""
         d = asdict(self)
         if d.get("report") is None:
             d.pop("report", None)
+        if not detail or d.get("detail") is None:
+            d.pop("detail", None)
         return {"schema": SCHEMA, **d}
 
 

@@ -84,8 +84,10 @@ def rank_nodes(
     scored: list[ScoredEvent],
     selected: list[ScoredEvent],
     top_k: int = 5,
+    all_scores: dict[str, float] | None = None,
 ) -> list[NodeFinding]:
-    """Suspicious nodes, most suspicious first, each with the events that make it stand out."""
+    """Suspicious nodes, most suspicious first, each with the events that make it stand out.
+    With `all_scores`, every node's combined score is written into it (for plots)."""
     nodes = sorted(parsed.node_counts)
     if not nodes:
         return []
@@ -96,6 +98,8 @@ def rank_nodes(
     total = WEIGHTS["forest"] * forest + WEIGHTS["evidence"] * evidence + WEIGHTS["silence"] * silence
     score_of = {e.id: e.score for e in scored}
     order = sorted(range(len(nodes)), key=lambda k: (-total[k], nodes[k]))
+    if all_scores is not None:
+        all_scores.update({nodes[k]: round(float(min(1.0, total[k])), 4) for k in order})
     findings = []
     for k in order[:top_k]:
         node = nodes[k]

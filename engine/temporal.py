@@ -14,10 +14,11 @@ import math
 import numpy as np
 from dtaidistance import dtw
 
-from engine.model import IterationFinding, ParsedJob
+from engine.model import IterationFinding, IterationSeries, ParsedJob
 
 WINDOW = 10
 SIGMA = 3.0
+SERIES_POINTS = 2000  # plot series are thinned to about this many points
 
 
 def _require_c() -> None:
@@ -28,9 +29,11 @@ def _require_c() -> None:
 
 
 def anomalous_iterations(
-    parsed: ParsedJob, weight: dict[int, float], top_k: int = 5
+    parsed: ParsedJob, weight: dict[int, float], top_k: int = 5,
+    series: list[IterationSeries] | None = None,
 ) -> list[IterationFinding]:
-    """Anomalous iterations, most anomalous first. `weight`: event id -> how indicative (0..1)."""
+    """Anomalous iterations, most anomalous first. `weight`: event id -> how indicative (0..1).
+    With `series`, every analysed rank file's distance series is appended to it (for plots)."""
     if not parsed.iterations:
         return []
     _require_c()
@@ -39,7 +42,8 @@ def anomalous_iterations(
     found: dict[int, IterationFinding] = {}
     for path, its in parsed.iterations.items():
         node = parsed.file_nodes.get(path, "")
-        for iteration, score, added in _file_anomalies(its, value, weight):
+        flagged = _file_anomalies(its, value, weight, path, node, series)
+        for iteration, score, added in flagged:
             f = found.get(iteration)
             if f is None:
                 f = found[iteration] = IterationFinding(iteration=iteration, score=0.0)
@@ -59,7 +63,8 @@ def anomalous_iterations(
 
 
 def _file_anomalies(
-    its: list[tuple[int, tuple[int, ...]]], value: np.ndarray, weight: dict[int, float]
+    its: list[tuple[int, tuple[int, ...]]], value: np.ndarray, weight: dict[int, float],
+    path: str = "", node: str = "", out_series: list[IterationSeries] | None = None,
 ) -> list[tuple[int, float, list[int]]]:
     if len(its) < 3:
         return []
@@ -101,4 +106,17 @@ def _file_anomalies(
         score = (z / (z + SIGMA)) * (0.4 + 0.6 * relevance)
         added.sort(key=lambda e: -weight.get(e, 0.0))
         out.append((its[k][0], score, added))
+    if out_series is not None:
+        out_series.append(_series(path, node, [it for it, _ in its[1:]], dists, mu, sd, [o[0] for o in out]))
     return out
+
+
+def _series(path: str, node: str, iterations: list[int], dists: list[float], mu: float, sd: float,
+            flagged: list[int]) -> IterationSeries:
+    """A plot series, thinned to about SERIES_POINTS points (flagged iterations always kept)."""
+    step = max(1, len(iterations) // SERIES_POINTS)
+    keep = set(flagged)
+    idx = [k for k in range(len(iterations)) if k % step == 0 or iterations[k] in keep]
+    return IterationSeries(file=path, node=node, iterations=[iterations[k] for k in idx],
+                           distances=[round(dists[k], 4) for k in idx], mean=round(mu, 4), std=round(sd, 4),
+                           threshold=round(mu + SIGMA * sd, 4), flagged=sorted(keep))

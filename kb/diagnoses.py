@@ -27,7 +27,7 @@ def store(session: Session, diagnosis: Diagnosis, settings: dict[str, Any] | Non
     now = utcnow()
     rec = DiagnosisRecord(
         job_id=diagnosis.job_id, family_key=fam.key, status=diagnosis.status,
-        json_text=json.dumps(diagnosis.to_dict(), ensure_ascii=False), matched_pattern_id=matched,
+        json_text=json.dumps(diagnosis.to_dict(detail=True), ensure_ascii=False), matched_pattern_id=matched,
         created_at=now, requested_at=requested_at, diagnosed_at=diagnosed_at or now,
         slack_channel=slack_channel, slack_thread_ts=slack_thread_ts)
     session.add(rec)

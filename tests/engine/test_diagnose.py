@@ -1,10 +1,12 @@
 import json
 from importlib import resources
+from pathlib import Path
 
 import jsonschema
 
 from engine.diagnose import diagnose
 from engine.executors import InProcessExecutor, PoolExecutor
+from engine.model import AnalysisDetail
 from engine.parse import parse_job
 from tests.helpers.jobs import make_job
 
@@ -50,3 +52,19 @@ def test_bad_files_are_reported_not_fatal(tmp_path):
     assert d.stats.long_lines_cut >= 1
     jsonschema.validate(d.to_dict(), SCHEMA)
     assert d.nodes[0].node == "node-001"
+
+
+def test_detail_carries_plot_data_but_stays_out_of_the_contract_json(tmp_path: Path) -> None:
+    job = make_job(tmp_path / "job-1")
+    hist = make_job(tmp_path / "ok", status="succeeded", fault_node=None)
+    d = diagnose(job, [hist])
+    assert "detail" not in d.to_dict()
+    detail = d.to_dict(detail=True)["detail"]
+    assert set(detail["node_scores"]) == {"node-000", "node-001", "node-002", "node-003"}
+    assert detail["heatmap_nodes"][0] == "node-002"
+    assert len(detail["heatmap_counts"]) == len(detail["heatmap_nodes"])
+    assert all(len(row) == len(detail["heatmap_events"]) for row in detail["heatmap_counts"])
+    series = detail["iteration_series"]
+    assert series and all(s["threshold"] >= s["mean"] for s in series)
+    assert any(s["flagged"] for s in series)
+    assert AnalysisDetail.from_dict(detail) == d.detail
