@@ -170,12 +170,12 @@ class Fetcher:
         with self.open(url, {"Accept": accept}) as response:
             if response.status_code == 404:
                 return None, ""
-            _check_length(response, max_bytes, shown)
+            _check_length(response, max_bytes, shown, f"the {max_bytes:,} bytes allowed")
             body = bytearray()
             for chunk in self._chunks(response, shown):
                 body += chunk
                 if len(body) > max_bytes:
-                    raise JobError(f"refused: {shown} is larger than {max_bytes:,} bytes")
+                    raise JobError(f"refused: {shown} is more than the {max_bytes:,} bytes allowed")
             return bytes(body), response.headers.get("content-type", "")
 
     def download(self, url: str, dest: Path, *, etag: str | None = None, last_modified: str | None = None,
@@ -193,7 +193,8 @@ class Fetcher:
                 return Download("missing")
             if response.status_code == 304:
                 return Download("not-modified", etag, last_modified)
-            _check_length(response, self.budget.max_bytes - self.budget.done, shown)
+            left = self.budget.max_bytes - self.budget.done
+            _check_length(response, left, shown, f"the {left:,} bytes left (L4_FETCH_MAX_BYTES)")
             dest.parent.mkdir(parents=True, exist_ok=True)
             part = dest.with_name(f".part-{os.getpid()}-{dest.name}")
             size = 0
@@ -211,11 +212,10 @@ class Fetcher:
                             size)
 
 
-def _check_length(response: httpx.Response, limit: int, shown: str) -> None:
+def _check_length(response: httpx.Response, limit: int, shown: str, what: str) -> None:
     raw = response.headers.get("content-length", "")
     if raw.isdigit() and int(raw) > limit:
-        raise JobError(f"refused: {shown} is {int(raw):,} bytes, more than the {limit:,} bytes left "
-                       "(L4_FETCH_MAX_BYTES)")
+        raise JobError(f"refused: {shown} is {int(raw):,} bytes, more than {what}")
 
 
 def _reason(exc: httpx.HTTPError) -> str:

@@ -113,6 +113,13 @@ def resolve_addresses(host: str, port: int) -> list[str]:
     return seen
 
 
+def _unmapped(ip: IPAddress) -> IPAddress:
+    """::ffff:a.b.c.d as a.b.c.d (the IPv4 address it reaches)."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
 def _kind(ip: IPAddress) -> str:
     if ip in METADATA_ADDRESSES:
         return "cloud-metadata"
@@ -144,8 +151,7 @@ class AddressPolicy:
                 self.networks.append(ipaddress.ip_network(ip))
 
     def address_ok(self, ip: IPAddress) -> bool:
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
+        ip = _unmapped(ip)
         if ip in METADATA_ADDRESSES:  # only by its exact address
             return any(net.num_addresses == 1 and ip in net for net in self.networks)
         if ip.is_global and not ip.is_multicast:
@@ -168,7 +174,7 @@ class AddressPolicy:
             if not addresses:
                 raise JobError(f"cannot resolve host {name[:80]}")
         for text in addresses:
-            ip = ipaddress.ip_address(text)
+            ip = _unmapped(ipaddress.ip_address(text))
             if not self.address_ok(ip):
                 # name the address only when the user wrote it; never leak what DNS said
                 where = f"{name} is a" if literal is not None else f"{name[:80]} resolves to a"
