@@ -9,9 +9,10 @@ refused here: the engine reads such files up to the damage and reports them, as 
 """
 from __future__ import annotations
 
-import gzip
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import zstandard
 
@@ -40,23 +41,40 @@ def expanded_size(path: Path, *, max_bytes: int, max_ratio: float, display: str 
         return compressed
     limit = min(max_bytes, max(RATIO_FLOOR, int(max_ratio * compressed)))
     total = 0
-    try:
-        with _open(path) as fh:
-            while True:
-                chunk = fh.read(STEP)
-                if not chunk:
-                    break
-                total += len(chunk)
-                if total > limit:
-                    why = (f"more than the {max_bytes:,}-byte limit" if limit == max_bytes
-                           else f"more than {max_ratio:g}× its compressed size")
-                    raise BombError(f"refused: {name} expands to {why} (decompression bomb?)")
-    except (OSError, EOFError, zlib.error, zstandard.ZstdError):
-        pass  # damaged stream: counted up to the damage; the engine reads as far as it can
+    with open(path, "rb") as fh:
+        steps = _gzip_steps(fh) if path.name.endswith(".gz") else _zstd_steps(fh)
+        for n in steps:
+            total += n
+            if total > limit:
+                why = (f"more than the {max_bytes:,}-byte limit" if limit == max_bytes
+                       else f"more than {max_ratio:g}× its compressed size")
+                raise BombError(f"refused: {name} expands to {why} (decompression bomb?)")
     return total
 
 
-def _open(path: Path):
-    if path.name.endswith(".gz"):
-        return gzip.open(path, "rb")
-    return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_across_frames=True, closefd=True)
+def _gzip_steps(fh: BinaryIO) -> Iterator[int]:
+    """Sizes of successive bounded pieces of output, over every gzip member, up to any damage."""
+    d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    try:
+        while block := fh.read(STEP):
+            data = block
+            while data:
+                yield len(d.decompress(data, STEP))
+                data = d.unconsumed_tail
+                if d.eof:
+                    data = d.unused_data + data
+                    if not data.strip(b"\x00"):
+                        break  # padding after the last member
+                    d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        yield len(d.flush())
+    except zlib.error:
+        return  # damaged stream: counted up to the damage; the engine reads as far as it can
+
+
+def _zstd_steps(fh: BinaryIO) -> Iterator[int]:
+    reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True, closefd=False)
+    try:
+        while chunk := reader.read(STEP):
+            yield len(chunk)
+    except zstandard.ZstdError:
+        return

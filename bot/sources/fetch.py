@@ -23,6 +23,7 @@ log = logging.getLogger("l4.sources")
 
 Progress = Callable[[int, "int | None"], None]
 MAX_REDIRECTS = 5
+REDIRECTS = (301, 302, 303, 307, 308)
 CHUNK = 256 * 1024
 
 
@@ -122,7 +123,7 @@ class Fetcher:
             request = self.client.build_request("GET", current, headers=headers,
                                                 timeout=self.budget.request_timeout())
             response = self._send(request, shown)
-            if response.is_redirect:
+            if response.status_code in REDIRECTS:
                 location = response.headers.get("location", "")
                 response.close()
                 if not location:

@@ -70,7 +70,8 @@ def test_connection_goes_to_the_vetted_address(make_settings, fake_dns) -> None:
         assert body == b"hello" and kind == "text/plain"
         assert srv.seen("/r")[0].headers["host"] == f"reports.example.com:{srv.port}"
     # and without the explicit network exception, the loopback answer is refused
-    with fetcher(make_settings(report_hosts=["reports.example.com"])) as f, pytest.raises(Refused, match="loopback"):
+    with fetcher(make_settings(report_hosts=["reports.example.com"])) as f, \
+            pytest.raises(Refused, match="loopback"):
         f.get_bytes("http://reports.example.com:1/r", 1000)
 
 

@@ -11,8 +11,9 @@ def test_safe_ids(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["..", "../etc", "job/../x", "/etc/passwd", ".hidden", "a..b", "job-1/rank", "C:\\x", "", "a\x00b",
-             "x" * 200]
+    "text",
+    ["..", "../etc", "job/../x", "/etc/passwd", ".hidden", "a..b", "job-1/rank", "C:\\x", "", "a\x00b",
+     "x" * 200],
 )
 def test_traversal_and_odd_ids_refused(text: str) -> None:
     assert not is_safe_job_id(text)

@@ -21,7 +21,8 @@ def test_host_allowed_semantics() -> None:
 
 def test_public_addresses_pass_and_internal_ones_are_refused(fake_dns) -> None:
     fake_dns.update({"reports.example.com": ["93.184.216.34"], "intra.example.com": ["10.0.0.7"],
-                     "meta.example.com": ["169.254.169.254"], "mixed.example.com": ["93.184.216.34", "127.0.0.1"],
+                     "meta.example.com": ["169.254.169.254"],
+                     "mixed.example.com": ["93.184.216.34", "127.0.0.1"],
                      "v6.example.com": ["::ffff:127.0.0.1"], "cgnat.example.com": ["100.64.1.1"]})
     s = Settings(report_hosts=["*.example.com"])
     policy = AddressPolicy(s)
@@ -31,14 +32,16 @@ def test_public_addresses_pass_and_internal_ones_are_refused(fake_dns) -> None:
                        ("cgnat.example.com", "non-public")]:
         with pytest.raises(Refused, match=kind) as info:
             policy.check(host, 80)
-        assert "10.0.0.7" not in str(info.value) and "169.254" not in str(info.value)  # DNS answers stay private
+        # what DNS answered stays private
+        assert "10.0.0.7" not in str(info.value) and "169.254" not in str(info.value)
     with pytest.raises(Refused, match="not in L4_REPORT_HOSTS"):
         policy.check("evil.org", 80)
 
 
 def test_explicit_exceptions() -> None:
     # a network lets internal hosts through, but never the metadata address inside it
-    s = Settings(report_hosts=["169.254.169.254", "127.0.0.1"], report_networks=["10.0.0.0/8", "169.254.0.0/16"])
+    s = Settings(report_hosts=["169.254.169.254", "127.0.0.1"],
+                 report_networks=["10.0.0.0/8", "169.254.0.0/16"])
     policy = AddressPolicy(s)
     import ipaddress
 
