@@ -64,7 +64,7 @@ def job_from_root(rel: str, job_id: str, settings: Settings, budget: Budget) -> 
 def job_from_location(location: str, job_id: str, settings: Settings, budget: Budget) -> Path:
     """The job folder at a log location a failure report named."""
     location = location.strip()
-    scheme = location.split("://", 1)[0].lower() if "://" in location else ""
+    scheme = urlsplit(location).scheme.lower()
     if scheme in ("http", "https"):
         url = httpx.URL(location)
         if url.query:
@@ -82,10 +82,10 @@ def job_from_location(location: str, job_id: str, settings: Settings, budget: Bu
 def _inside_root(location: str, root: str) -> str | None:
     """`location` relative to `root` as safe segments joined by '/', or None when outside. A
     location without a scheme that is not an absolute path is taken relative to the root."""
-    if "://" not in location and not location.startswith(("/", "\\")):
+    if not urlsplit(location).scheme and not location.startswith(("/", "\\")):
         parts: tuple[str, ...] = tuple(location.strip("/").split("/"))
     elif root_kind(root) == "local":
-        if "://" in location and not location.lower().startswith("file://"):
+        if urlsplit(location).scheme not in ("", "file"):
             return None
         base = local_base(root).resolve()
         target = local_base(location).resolve()

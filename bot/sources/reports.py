@@ -12,9 +12,8 @@ from functools import lru_cache
 from html.parser import HTMLParser
 from importlib import resources
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urljoin
 
-import httpx
 import yaml
 
 from bot.config import ConfigError, Settings
@@ -160,7 +159,7 @@ def fetch_report(url: str, settings: Settings, budget: Budget) -> Report:
             report.job_id = report.job_id or doc.job_id
             report.description, report.settings, report.extra = doc.description, doc.settings, doc.extra
             if not report.log_location and doc.log_location:
-                report.log_location = str(httpx.URL(url).join(doc.log_location))
+                report.log_location = urljoin(url, doc.log_location)
     if not report.job_id:
         raise JobError(f"no job ID found in the failure report {safe_url(url)}")
     return report
