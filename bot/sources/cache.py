@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,7 +79,7 @@ class CachedJob:
                 f.unlink(missing_ok=True)
             elif f.is_dir() and not any(f.iterdir()):
                 f.rmdir()
-        tmp = self.path / f".{INDEX}.{os.getpid()}"
+        tmp = self.path / f".{INDEX}.{uuid.uuid4().hex[:12]}"
         tmp.write_text(json.dumps({"files": self.files}, indent=1), encoding="utf-8")
         os.replace(tmp, self.path / INDEX)
 

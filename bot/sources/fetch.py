@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -197,7 +198,7 @@ class Fetcher:
             left = self.budget.max_bytes - self.budget.done
             _check_length(response, left, shown, f"the {left:,} bytes left (L4_FETCH_MAX_BYTES)")
             dest.parent.mkdir(parents=True, exist_ok=True)
-            part = dest.with_name(f".part-{os.getpid()}-{dest.name}")
+            part = dest.with_name(f".part-{uuid.uuid4().hex[:12]}-{dest.name}")
             size = 0
             try:
                 with open(part, "wb") as fh:

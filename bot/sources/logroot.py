@@ -12,6 +12,7 @@ address checks as the link, anything else must lie inside L4_LOG_ROOT.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -220,7 +221,7 @@ def _copy_fsspec_file(fs, name: str, info: dict, job: CachedJob, rel: str, setti
         return
     dest = _dest(job, rel)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(f".part-{os.getpid()}-{dest.name}")
+    part = dest.with_name(f".part-{uuid.uuid4().hex[:12]}-{dest.name}")
     size = 0
     try:
         try:
@@ -243,6 +244,6 @@ def _copy_fsspec_file(fs, name: str, info: dict, job: CachedJob, rel: str, setti
 
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f".part-{os.getpid()}-{path.name}")
+    part = path.with_name(f".part-{uuid.uuid4().hex[:12]}-{path.name}")
     part.write_bytes(data)
     os.replace(part, path)
