@@ -56,6 +56,19 @@ def _int(name: str, default: int) -> int:
         raise ConfigError(f"{name} must be an integer, got {raw[:40]!r}") from None
 
 
+def _positive(name: str, default: float, kind: type = int) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw[:40]!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be greater than 0")
+    return value
+
+
 @dataclass
 class Settings:
     slack_bot_token: str | None = None
@@ -71,6 +84,15 @@ class Settings:
     workers: int = 2  # concurrent analyses in the bot
     digest_channel: str | None = None
     digest_cron: str = DEFAULT_DIGEST_CRON
+    # failure-report links and remote logs (bot/sources)
+    report_rules: str | None = None  # YAML of report URL rules and field names; None: bundled default
+    report_networks: list[str] = field(default_factory=list)  # non-public networks allowlisted hosts may use
+    fetch_timeout: float = 20.0  # seconds to connect / between received bytes
+    fetch_time_limit: float = 900.0  # seconds for resolving one job (report + all its files)
+    fetch_max_bytes: int = 10 * 2**30  # bytes of logs per job, after decompression
+    max_decompress_ratio: int = 200  # a .gz/.zst file may expand at most this many times
+    cache_dir: str | None = None  # None: ~/.cache/l4 (remote jobs go in <cache_dir>/remote-jobs)
+    cache_max_bytes: int = 20 * 2**30  # size cap of the remote-job cache
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -96,4 +118,12 @@ class Settings:
             workers=workers,
             digest_channel=os.environ.get("L4_DIGEST_CHANNEL") or None,
             digest_cron=os.environ.get("L4_DIGEST_CRON") or DEFAULT_DIGEST_CRON,
+            report_rules=os.environ.get("L4_REPORT_RULES") or None,
+            report_networks=_list("L4_REPORT_NETWORKS"),
+            fetch_timeout=_positive("L4_FETCH_TIMEOUT", 20.0, float),
+            fetch_time_limit=_positive("L4_FETCH_TIME_LIMIT", 900.0, float),
+            fetch_max_bytes=int(_positive("L4_FETCH_MAX_BYTES", 10 * 2**30)),
+            max_decompress_ratio=int(_positive("L4_MAX_DECOMPRESS_RATIO", 200)),
+            cache_dir=os.environ.get("L4_CACHE_DIR") or None,
+            cache_max_bytes=int(_positive("L4_CACHE_MAX_BYTES", 20 * 2**30)),
         )

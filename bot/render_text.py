@@ -17,6 +17,10 @@ def render_text(d: Diagnosis, color: bool = False, width: int = 120) -> str:
     con.print(f"[bold]L4 diagnosis of {escape(d.job_id)}[/bold]  ({d.status})")
     con.print(f"{st.files} files, {st.lines:,} lines, {st.bytes / 1e6:.1f} MB, {st.templates} templates, "
               f"{st.seconds:.1f} s")
+    if d.report:  # what the failure report said
+        con.print(f"Failure report: {escape(str(d.report.get('url', '')))}")
+        if d.report.get("description"):
+            con.print(f"  {escape(str(d.report['description'])[:500])}")
     for m in d.matches:
         con.print(f"\n[bold red]Known fault:[/bold red] {escape(m.title)} [{escape(m.category)}] "
                   f"(pattern {escape(m.pattern_id)})")

@@ -1,43 +1,78 @@
-"""Turning what a user typed (a folder, a job ID) into a job folder on disk."""
+"""Turning what a user typed (a folder, a job ID, a failure-report link) into a job folder on disk.
+
+`resolve()` is the one entry point, used by the triage service for the CLI and the bot. The
+parts (validation, guarded fetching, the cache, report documents, log roots) are in `bot.sources`.
+"""
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from bot.config import Settings
+from bot.sources import logroot
+from bot.sources.fetch import Budget
+from bot.sources.jobids import is_safe_job_id, matches_pattern, shorten, validate_job_id
+from bot.sources.netguard import Refused
+from bot.sources.reports import fetch_report
 from engine.ingest import JobError
 
-JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # kept for importers; see jobids
+
+
+@dataclass
+class ResolvedJob:
+    path: Path  # a local job folder the engine can read
+    job_id: str
+    report: dict | None = None  # what the failure report said (url, description, settings...), JSON-safe
 
 
 def log_root() -> Path:
-    return Path(os.environ.get("L4_LOG_ROOT") or "./jobs")
+    """L4_LOG_ROOT as a local path (for a local or file:// root)."""
+    return logroot.local_base(Settings.from_env().log_root)
 
 
-def resolve_job(ref: str) -> Path:
-    """A job folder for `ref`: an existing folder, or a job ID under L4_LOG_ROOT. Raises JobError."""
+def resolve(
+    ref: str,
+    *,
+    settings: Settings | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> ResolvedJob:
+    """The job `ref` names: an existing local folder, a job ID under L4_LOG_ROOT, or an http(s)
+    failure-report link. Remote logs are downloaded into the cache; `progress(done, total)` is
+    called with bytes received (total None when unknown). Raises JobError (one safe line)."""
+    settings = settings or Settings.from_env()
     ref = ref.strip()
     if not ref:
         raise JobError("no job given")
+    budget = Budget.from_settings(settings, progress)
     if "://" in ref:
-        raise JobError(
-            f"cannot fetch {_short(ref)}: failure-report links are not supported by this build yet; "
-            "pass the job folder or a job ID under L4_LOG_ROOT"
-        )
+        scheme = ref.split("://", 1)[0].lower()
+        if scheme not in ("http", "https"):
+            raise Refused(f"refused: {shorten(scheme, 20)}:// links are not fetched; give a job ID, a job "
+                          "folder or an http(s) failure-report link")
+        report = fetch_report(ref, settings, budget)
+        job_id = validate_job_id(report.job_id or "")
+        if report.log_location:
+            path = logroot.job_from_location(report.log_location, job_id, settings, budget)
+        else:
+            path = logroot.job_from_root(job_id, job_id, settings, budget)
+        return ResolvedJob(path=path, job_id=job_id, report=report.to_dict())
     path = Path(ref)
     if path.is_dir():
-        return path
+        return ResolvedJob(path=path, job_id=path.name)
     if path.exists():
-        raise JobError(f"not a job folder: {ref}")
-    if not JOB_ID_RE.match(ref) or ref in (".", ".."):
-        raise JobError(f"no such job folder: {_short(ref)}")
-    candidate = log_root() / ref
-    if candidate.is_dir():
-        return candidate
-    raise JobError(f"unknown job '{ref}': no folder {ref} here nor under L4_LOG_ROOT ({log_root()})")
+        raise JobError(f"not a job folder: {shorten(ref)}")
+    if not is_safe_job_id(ref):
+        raise JobError(f"no such job folder: {shorten(ref)} (nor a job ID: letters, digits, '.', '_', '-'; "
+                       "no '/' or '..')")
+    if logroot.root_kind(settings.log_root) != "local" and not matches_pattern(ref, settings.job_id_pattern):
+        raise JobError(f"not a job ID: {shorten(ref)} does not match L4_JOB_ID_PATTERN, and no such folder")
+    return ResolvedJob(path=logroot.job_from_root(ref, ref, settings, budget), job_id=ref)
 
 
-def _short(text: str, limit: int = 120) -> str:
-    text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def resolve_job(ref: str) -> Path:
+    """A job folder for `ref` (see `resolve`). Raises JobError."""
+    return resolve(ref).path

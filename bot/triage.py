@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.resolve import resolve_job
+from bot.resolve import resolve
 from engine.diagnose import analyze
 from engine.filter import candidate_events, normal_templates
 from engine.ingest import discover
@@ -38,14 +38,18 @@ class TriageResult:
 
 def triage(req: TriageRequest, progress: Progress | None = None) -> TriageResult:
     """Diagnose `req.job` (a folder or a job ID). Raises engine.ingest.JobError for bad input."""
-    job = discover(resolve_job(req.job))
-    history = [resolve_job(h) for h in req.history]
+    resolved = resolve(req.job)  # a folder, a job ID or a failure-report link
+    job = discover(resolved.path)
+    if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
+        job.settings = dict(resolved.report["settings"])  # the report knows the job family
+    history = [resolve(h).path for h in req.history]
     engine = kbdb.open_db(req.database_url)
     with kbdb.session(engine) as s:
         pool = pools.normal_templates(s, job.settings)
     parsed = parse_jobs([job, *history], progress=progress)
     failed = parsed[0]
     diagnosis = analyze(failed, parsed[1:], normal=pool, top_nodes=req.top_nodes)
+    diagnosis.report = resolved.report
     with kbdb.session(engine) as s:
         if not req.no_match:
             normal = normal_templates(parsed[1:], pool)

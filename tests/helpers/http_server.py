@@ -1,0 +1,130 @@
+"""A real HTTP server on 127.0.0.1 for tests: serve a folder (with directory indexes and ETags,
+like ``python -m http.server`` plus revalidation) and/or fixed routes (redirects, slow answers,
+custom bodies). Every request is recorded.
+
+    with HttpServer(folder=tmp_path / "www") as srv:
+        srv.route("/report/1", body=b'{"job_id": "job-1"}', content_type="application/json")
+        srv.route("/go", status=302, headers={"Location": "http://10.0.0.1/"})
+        srv.url("/report/1")          # http://127.0.0.1:<port>/report/1
+        srv.statuses("/jobs/job-1/r0.log")
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+
+@dataclass
+class Route:
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/octet-stream"
+    delay: float = 0.0  # seconds before answering
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    status: int = 0
+
+
+class HttpServer:
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder
+        self.routes: dict[str, Route] = {}
+        self.requests: list[Seen] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                seen = Seen("GET", self.path, {k.lower(): v for k, v in self.headers.items()})
+                with server._lock:
+                    server.requests.append(seen)
+                seen.status = server._answer(self)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> HttpServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def route(self, path: str, **kwargs: object) -> Route:
+        self.routes[path] = Route(**kwargs)  # type: ignore[arg-type]
+        return self.routes[path]
+
+    def seen(self, prefix: str = "/") -> list[Seen]:
+        with self._lock:
+            return [r for r in self.requests if r.path.startswith(prefix)]
+
+    def statuses(self, path: str) -> list[int]:
+        return [r.status for r in self.seen(path) if r.path == path]
+
+    # -- answering --
+    def _answer(self, h: BaseHTTPRequestHandler) -> int:
+        route = self.routes.get(urlsplit(h.path).path)
+        if route is not None:
+            if route.delay:
+                time.sleep(route.delay)
+            return _send(h, route.status, route.body, {"Content-Type": route.content_type, **route.headers})
+        if self.folder is None:
+            return _send(h, 404, b"not found", {"Content-Type": "text/plain"})
+        rel = unquote(urlsplit(h.path).path).lstrip("/")
+        target = (self.folder / rel).resolve()
+        if not target.is_relative_to(self.folder.resolve()) or not target.exists():
+            return _send(h, 404, b"not found", {"Content-Type": "text/plain"})
+        if target.is_dir():
+            if not h.path.endswith("/"):
+                return _send(h, 301, b"", {"Location": h.path + "/"})
+            links = "".join(
+                f'<li><a href="{quote(p.name)}{"/" if p.is_dir() else ""}">{html.escape(p.name)}</a></li>'
+                for p in sorted(target.iterdir())
+            )
+            body = f"<!DOCTYPE HTML><html><body><h1>Directory listing</h1><ul>{links}</ul></body></html>"
+            return _send(h, 200, body.encode(), {"Content-Type": "text/html; charset=utf-8"})
+        data = target.read_bytes()
+        etag = '"' + hashlib.sha1(data).hexdigest()[:16] + '"'
+        if h.headers.get("If-None-Match") == etag:
+            return _send(h, 304, b"", {"ETag": etag})
+        kind = "application/json" if target.suffix == ".json" else "application/octet-stream"
+        return _send(h, 200, data, {"Content-Type": kind, "ETag": etag})
+
+
+def _send(h: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str]) -> int:
+    try:
+        h.send_response(status)
+        for k, v in headers.items():
+            h.send_header(k, v)
+        if status != 304:
+            h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if status != 304 and body:
+            h.wfile.write(body)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    return status
