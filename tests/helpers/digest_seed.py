@@ -11,13 +11,13 @@ job-b      NOW - 2 d             xid-79-fallen-off-bus    node-01 .8
 job-c      NOW - 3 d             nic-link-down            node-02 .7
 job-d      NOW - 4 d             nic-link-down            node-02 .6
 job-g      NOW - 5 d 1 h         nic-link-down            node-02 .95
-job-e      NOW - 5 d             (analyzed)               node-03 .9                    confirmed → new pattern
+job-e      NOW - 5 d             (analyzed)               node-03 .9                    confirmed: new
 job-f      NOW - 2 d 3 h         disk-full                node-03 .7                    rejected
 job-p1     NOW - 9 d             nic-link-down            node-02 .9
 job-p2     NOW - 10 d            xid-79-fallen-off-bus    node-05 .9
 job-p3     NOW - 12 d            xid-79-fallen-off-bus    node-05 .9
 job-o1     NOW - 30 d            xid-79-fallen-off-bus    node-01 .9
-job-late   NOW + 1 d             xid-79-fallen-off-bus    node-01 .9                    (after NOW: ignored)
+job-late   NOW + 1 d             xid-79-fallen-off-bus    node-01 .9                    after NOW
 =========  ====================  =======================  ============================  ==============
 """
 from __future__ import annotations
