@@ -55,34 +55,34 @@ def _store(s: Session, job: str, pattern: str | None, when: datetime, nodes: dic
                            slack_thread_ts=ts)
 
 
-def seed(s: Session) -> dict[str, int]:
-    """Seed the table above; returns job id → diagnosis id. Commits."""
+def seed(s: Session, now: datetime = NOW) -> dict[str, int]:
+    """Seed the table above (times relative to ``now``); returns job id → diagnosis id. Commits."""
     ids = {
-        "job-a": _store(s, "job-a", "xid-79-fallen-off-bus", NOW - DAY, {"node-01": 0.9, "node-99": 0.3},
+        "job-a": _store(s, "job-a", "xid-79-fallen-off-bus", now - DAY, {"node-01": 0.9, "node-99": 0.3},
                         wait=timedelta(minutes=10), channel="C0DIGEST", ts="1760000000.000100"),
-        "job-b": _store(s, "job-b", "xid-79-fallen-off-bus", NOW - 2 * DAY, {"node-01": 0.8},
+        "job-b": _store(s, "job-b", "xid-79-fallen-off-bus", now - 2 * DAY, {"node-01": 0.8},
                         wait=timedelta(minutes=20)),
-        "job-c": _store(s, "job-c", "nic-link-down", NOW - 3 * DAY, {"node-02": 0.7},
+        "job-c": _store(s, "job-c", "nic-link-down", now - 3 * DAY, {"node-02": 0.7},
                         wait=timedelta(minutes=30)),
-        "job-d": _store(s, "job-d", "nic-link-down", NOW - 4 * DAY, {"node-02": 0.6}),
-        "job-g": _store(s, "job-g", "nic-link-down", NOW - 5 * DAY - timedelta(hours=1), {"node-02": 0.95}),
-        "job-e": _store(s, "job-e", None, NOW - 5 * DAY, {"node-03": 0.9}, wait=timedelta(minutes=5)),
-        "job-f": _store(s, "job-f", "disk-full", NOW - 2 * DAY - timedelta(hours=3), {"node-03": 0.7}),
-        "job-p1": _store(s, "job-p1", "nic-link-down", NOW - 9 * DAY, {"node-02": 0.9}),
-        "job-p2": _store(s, "job-p2", "xid-79-fallen-off-bus", NOW - 10 * DAY, {"node-05": 0.9}),
-        "job-p3": _store(s, "job-p3", "xid-79-fallen-off-bus", NOW - 12 * DAY, {"node-05": 0.9}),
-        "job-o1": _store(s, "job-o1", "xid-79-fallen-off-bus", NOW - 30 * DAY, {"node-01": 0.9}),
-        "job-late": _store(s, "job-late", "xid-79-fallen-off-bus", NOW + DAY, {"node-01": 0.9}),
+        "job-d": _store(s, "job-d", "nic-link-down", now - 4 * DAY, {"node-02": 0.6}),
+        "job-g": _store(s, "job-g", "nic-link-down", now - 5 * DAY - timedelta(hours=1), {"node-02": 0.95}),
+        "job-e": _store(s, "job-e", None, now - 5 * DAY, {"node-03": 0.9}, wait=timedelta(minutes=5)),
+        "job-f": _store(s, "job-f", "disk-full", now - 2 * DAY - timedelta(hours=3), {"node-03": 0.7}),
+        "job-p1": _store(s, "job-p1", "nic-link-down", now - 9 * DAY, {"node-02": 0.9}),
+        "job-p2": _store(s, "job-p2", "xid-79-fallen-off-bus", now - 10 * DAY, {"node-05": 0.9}),
+        "job-p3": _store(s, "job-p3", "xid-79-fallen-off-bus", now - 12 * DAY, {"node-05": 0.9}),
+        "job-o1": _store(s, "job-o1", "xid-79-fallen-off-bus", now - 30 * DAY, {"node-01": 0.9}),
+        "job-late": _store(s, "job-late", "xid-79-fallen-off-bus", now + DAY, {"node-01": 0.9}),
     }
     pattern = feedback.confirm(s, ids["job-e"], events=["HBM page retirement count <*> exceeds <*>"],
                                title=CONFIRMED_TITLE, category="hardware/accelerator",
                                remediation="Drain the node and ask the vendor to replace the GPU.",
                                user="U0SRE", severity="high")
     fb = feedback.feedback_for(s, diagnosis_id=ids["job-e"])[0]
-    fb.created_at = NOW - 5 * DAY + CONFIRM_DELAY
+    fb.created_at = now - 5 * DAY + CONFIRM_DELAY
     s.add(fb)
     rej = feedback.reject(s, ids["job-f"], "U0SRE", note="the disk was fine")
-    rej.created_at = NOW - 2 * DAY
+    rej.created_at = now - 2 * DAY
     s.add(rej)
     s.commit()
     ids["pattern:" + pattern.id] = 0
