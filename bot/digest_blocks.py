@@ -132,8 +132,8 @@ def _backlog_line(b: Any) -> str:
     label = esc(b.job_id).replace("|", "¦")
     where = (f"<{b.link}|{label}>" if b.link and _SAFE_ID.match(b.slack_channel or "")
              and _SAFE_ID.match(b.slack_thread_ts or "") else f"{_code(b.job_id)} (not posted in Slack)")
-    pat = f"matched {_code(b.pattern_id)}" if b.pattern_id else "no known pattern"
-    return f"• {where} · diagnosis {b.diagnosis_id} · {esc(b.status)}, {pat} · {_day(b.diagnosed_at)}"
+    pat = f"matched {_code(b.pattern_id)}" if b.pattern_id else "engine only, no known pattern"
+    return f"• {where} · diagnosis {b.diagnosis_id} · {pat} · {_day(b.diagnosed_at)}"
 
 
 def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
@@ -184,8 +184,8 @@ def digest_text(dg: Digest) -> str:
     out += ["", f"Waiting for a human: {dg.backlog_total} unconfirmed diagnoses "
                 f"({dg.backlog_in_window} from this window), oldest first:"]
     for b in dg.backlog:
-        pat = f"matched {b.pattern_id}" if b.pattern_id else "no known pattern"
-        out.append(f"• {plain(b.job_id)} · diagnosis {b.diagnosis_id} · {b.status}, {pat} · "
+        pat = f"matched {b.pattern_id}" if b.pattern_id else "engine only, no known pattern"
+        out.append(f"• {plain(b.job_id)} · diagnosis {b.diagnosis_id} · {pat} · "
                    f"{_day(b.diagnosed_at)}" + (f" · {b.link}" if b.link else ""))
     if not dg.backlog:
         out.append("  none")

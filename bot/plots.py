@@ -115,7 +115,8 @@ def iterations_png(series: Sequence[IterationSeries]) -> bytes:
             ax.scatter(fx, fy, color=_RED, zorder=3, s=28, label="flagged")
             for x, y in list(zip(fx, fy, strict=True))[:6]:
                 ax.annotate(str(x), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8, color=_RED)
-        ax.set_title(f"{shorten(s.node, 30)}: {shorten(s.file, 80, keep_end=True)}", fontsize=9, loc="left")
+        name = s.file.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]  # the node says where it is
+        ax.set_title(f"{shorten(s.node, 30)}: {shorten(name, 80, keep_end=True)}", fontsize=9, loc="left")
         ax.set_ylabel("distance", fontsize=8)
         ax.tick_params(labelsize=8)
     axes[-1].set_xlabel("iteration")
@@ -161,21 +162,23 @@ def pattern_counts_png(day_starts: Sequence[datetime], pattern_days: Mapping[str
     title = "Fault patterns per day"
     if not day_starts or not pattern_days or not any(sum(v) for v in pattern_days.values()):
         return _empty(fig, title, "no fault patterns in this period")
-    ax = fig.add_subplot()
-    xs = list(day_starts)
-    for pid, counts in pattern_days.items():
-        label = shorten((titles or {}).get(pid) or pid, 48)
-        ax.plot(xs[: len(counts)], list(counts)[: len(xs)], marker="o", markersize=3, linewidth=1.5,
-                label=label)
-    if window_start is not None:
-        ax.axvline(window_start, color="#333333", linestyle=":", linewidth=1)
-        ax.text(window_start, 0.98, " this window →", transform=ax.get_xaxis_transform(), fontsize=8,
-                va="top")
-    ax.set_ylabel("diagnoses")
-    ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.set_ylim(bottom=0)
-    from matplotlib.dates import DateFormatter
+    from matplotlib.dates import DateFormatter, date2num
 
+    ax = fig.add_subplot()
+    xs = [date2num(d) for d in day_starts]  # one bar per 24-hour bin, at its start
+    bottom = [0.0] * len(xs)
+    for pid, counts in pattern_days.items():
+        ys = [float(c) for c in list(counts)[: len(xs)]] + [0.0] * max(0, len(xs) - len(counts))
+        label = shorten((titles or {}).get(pid) or pid, 48)
+        ax.bar(xs, ys, width=0.8, bottom=bottom, align="edge", label=label)
+        bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
+    if window_start is not None:
+        ax.axvline(date2num(window_start), color="#333333", linestyle=":", linewidth=1)
+        ax.text(date2num(window_start), 0.98, " this window →", transform=ax.get_xaxis_transform(),
+                fontsize=8, va="top")
+    ax.set_ylabel("diagnoses per day")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_ylim(0, max(bottom) * 1.25 + 0.5)
     ax.xaxis.set_major_formatter(DateFormatter("%m-%d"))
     ax.tick_params(axis="x", labelsize=8)
     ax.legend(fontsize=8, loc="upper left")
