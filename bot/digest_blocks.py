@@ -146,9 +146,9 @@ def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
     blocks.append(_section("Recurring fault patterns",
                            [_pattern_line(p, _code, esc, "*") for p in dg.patterns], dg.patterns_total,
                            "patterns", "No diagnosis matched a known fault pattern."))
-    blocks.append(_section("Repeat-offender nodes (in 2 or more failed jobs)",
+    blocks.append(_section(f"Repeat-offender nodes (in {dg.offender_min_jobs} or more failed jobs)",
                            [_offender_line(o, _code, esc, "*") for o in dg.offenders], dg.offenders_total,
-                           "nodes", "No node was implicated in two or more failed jobs."))
+                           "nodes", f"No node was implicated in {dg.offender_min_jobs} or more failed jobs."))
     blocks.append(_section(f"Waiting for a human: {dg.backlog_total} unconfirmed diagnoses "
                            f"({dg.backlog_in_window} from this window), oldest first",
                            [_backlog_line(b) for b in dg.backlog], dg.backlog_total, "diagnoses",
@@ -177,7 +177,7 @@ def digest_text(dg: Digest) -> str:
     out += [_pattern_line(p, plain, plain, "") for p in dg.patterns] or ["  none"]
     if dg.patterns_total > len(dg.patterns):
         out.append(f"  …and {dg.patterns_total - len(dg.patterns)} more")
-    out += ["", "Repeat-offender nodes (in 2 or more failed jobs):"]
+    out += ["", f"Repeat-offender nodes (in {dg.offender_min_jobs} or more failed jobs):"]
     out += [_offender_line(o, plain, plain, "") for o in dg.offenders] or ["  none"]
     if dg.offenders_total > len(dg.offenders):
         out.append(f"  …and {dg.offenders_total - len(dg.offenders)} more")

@@ -77,6 +77,7 @@ class Digest:
     patterns_total: int = 0
     offenders: list[NodeOffender] = field(default_factory=list)
     offenders_total: int = 0
+    offender_min_jobs: int = 2  # the rule that made them offenders (kb/data/digest.yaml)
     backlog: list[BacklogItem] = field(default_factory=list)
     backlog_total: int = 0
     backlog_in_window: int = 0
@@ -142,7 +143,8 @@ def compute_digest(session: Session, *, days: int = 7, now: datetime | None = No
     end = _aware(now) if now is not None else utcnow()
     start = end - timedelta(days=days)
     prev_start = start - timedelta(days=days)
-    dg = Digest(days=days, start=start, end=end, previous_start=prev_start)
+    dg = Digest(days=days, start=start, end=end, previous_start=prev_start,
+                offender_min_jobs=rules.repeat_offender_min_jobs)
 
     rows = _rows(session, and_(_when() >= prev_start, _when() < end))
     effective = _effective_patterns(session, rows)
