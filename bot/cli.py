@@ -42,7 +42,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     req = TriageRequest(
         job=args.job, history=args.history or [], no_match=args.no_match, top_nodes=args.top_nodes
     )
-    result = triage(req)
+    from bot.progress import diagnose_progress, wants_progress
+
+    with diagnose_progress(wants_progress(args.format)) as progress:
+        result = triage(req, progress=progress)
     sys.stdout.write(_render(result.diagnosis, args.format) + "\n")
     if args.format == "text":
         print(f"(stored as diagnosis {result.diagnosis_id}; confirm its root cause with "
@@ -103,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cli_kb import register as register_kb
 
     register_kb(sub)
+    from bot.cli_digest import register as register_digest
+
+    register_digest(sub)
     return p
 
 

@@ -1,68 +1,123 @@
-"""A self-contained HTML report of a diagnosis (no external assets)."""
+"""A self-contained HTML report of a diagnosis: one file, no external assets (inline CSS, plots
+as ``data:`` URIs), every piece of log text HTML-escaped."""
 
 from __future__ import annotations
 
+import base64
+import json
 from html import escape
 
 from engine.model import Diagnosis
 
-_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
-h1{font-size:1.4em}code,pre{font:12px ui-monospace,monospace;background:#f5f5f5;padding:2px 4px}
-pre{white-space:pre-wrap;word-break:break-all;padding:6px}table{border-collapse:collapse}
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:2px}
+code,pre{font:12px ui-monospace,monospace;background:#f5f5f5;padding:2px 4px}
+pre{white-space:pre-wrap;word-break:break-all;padding:6px;margin:2px 0}
+table{border-collapse:collapse;width:100%}
 td,th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
-.score{font-variant-numeric:tabular-nums}.match{border-left:4px solid #c33;padding-left:10px}"""
+.score{font-variant-numeric:tabular-nums}.match{border-left:4px solid #c33;padding-left:10px}
+.cascade{border-left-color:#e0a030}nav a{margin-right:1em}figure{margin:1em 0}
+figure img{max-width:100%;height:auto;border:1px solid #eee}figcaption{color:#555;font-size:.9em}
+.muted{color:#777}footer{margin-top:3em;color:#777;font-size:.85em}"""
+
+_PLOT_CAPTIONS = {
+    "node-scores": "Node anomaly scores (Isolation Forest over node × event counts, evidence and silence).",
+    "iterations": "Per-iteration DTW distance to the previous iterations; the band is mean ± 3σ, red points "
+                  "are the flagged iterations.",
+    "node-event-heatmap": "Lines per node and failure-indicating event for the most suspicious nodes.",
+}
 
 
-def render_html(d: Diagnosis) -> str:
+def _table(head: list[str], rows: list[list[str]], empty: str) -> str:
+    if not rows:
+        return f"<p class='muted'>{escape(empty)}</p>"
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def _plots(d: Diagnosis) -> list[str]:
+    from bot.plots import diagnosis_pngs
+
+    out = []
+    for name, png in diagnosis_pngs(d):
+        key = next((k for k in _PLOT_CAPTIONS if name.endswith(f"-{k}.png")), "")
+        uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        out.append(f"<figure><img src='{uri}' alt='{escape(name)}'><figcaption>"
+                   f"{escape(_PLOT_CAPTIONS.get(key, name))}</figcaption></figure>")
+    return out
+
+
+def _report(report: dict) -> str:
+    rows = []
+    for k, v in report.items():
+        text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, indent=1, default=str)
+        rows.append([f"<b>{escape(str(k))}</b>", f"<pre>{escape(text)}</pre>"])
+    return _table(["field", "value"], rows, "empty")
+
+
+def render_html(d: Diagnosis, *, plots: bool = True) -> str:
+    """The whole diagnosis as one HTML page; with ``plots``, the plots of its analysis detail inline."""
     st = d.stats
-    parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>L4 diagnosis {escape(d.job_id)}</title>"
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>L4 diagnosis of {escape(d.job_id)} <small>({escape(d.status)})</small></h1>",
-        f"<p>{st.files} files, {st.lines:,} lines, {st.bytes / 1e6:.1f} MB, {st.templates} templates, "
-        f"{st.seconds:.1f} s. Stage: <b>{escape(d.stage)}</b>.</p>",
-    ]
-    for m in d.matches:
-        parts.append(
-            f"<div class='match'><h2>Known fault: {escape(m.title)}</h2><p>{escape(m.category)} — "
-            f"pattern <code>{escape(m.pattern_id)}</code></p><p>{escape(m.remediation)}</p>"
-            + "".join(f"<pre>{escape(x)}</pre>" for x in m.evidence[:3])
-            + "</div>"
-        )
-    parts.append(
-        "<h2>Failure-indicating events</h2><table><tr><th>score</th><th>event</th><th>count</th>"
-        "<th>nodes</th><th>example</th></tr>"
-    )
-    for e in d.events:
-        parts.append(
-            f"<tr><td class='score'>{e.score:.2f}</td><td><code>{escape(e.template)}</code></td>"
-            f"<td>{e.count}</td><td>{escape(', '.join(e.nodes[:6]))}</td>"
-            f"<td><pre>{escape(e.examples[0] if e.examples else '')}</pre></td></tr>"
-        )
-    parts.append(
-        "</table><h2>Suspicious nodes</h2><table><tr><th>node</th><th>score</th><th>events</th></tr>"
-    )
-    for n in d.nodes:
-        parts.append(
-            f"<tr><td>{escape(n.node)}</td><td class='score'>{n.score:.2f}</td>"
-            f"<td>{'<br>'.join(escape(t) for t in n.events[:3])}</td></tr>"
-        )
-    parts.append(
-        "</table><h2>Anomalous iterations</h2><table><tr><th>iteration</th><th>score</th>"
-        "<th>nodes</th><th>new events</th></tr>"
-    )
-    for it in d.iterations:
-        parts.append(
-            f"<tr><td>{it.iteration}</td><td class='score'>{it.score:.2f}</td>"
-            f"<td>{escape(', '.join(it.nodes[:6]))}</td>"
-            f"<td>{'<br>'.join(escape(t) for t in it.events[:3])}</td></tr>"
-        )
-    parts.append("</table>")
+    figures = _plots(d) if plots else []
+    sections = [("summary", "Summary")]
+    if d.report:
+        sections.append(("report", "Failure report"))
+    if d.matches:
+        sections.append(("matches", "Known faults"))
+    if figures:
+        sections.append(("plots", "Plots"))
+    sections += [("events", "Events"), ("nodes", "Nodes"), ("iterations", "Iterations")]
     if st.unreadable_files:
-        parts.append(
-            "<h2>Files not read to the end</h2><ul>"
-            + "".join(f"<li>{escape(f)}</li>" for f in st.unreadable_files)
-            + "</ul>"
-        )
-    parts.append("</body></html>")
+        sections.append(("unreadable", "Files not read"))
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<title>L4 diagnosis {escape(d.job_id)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>L4 diagnosis of {escape(d.job_id)} <small>({escape(d.status)})</small></h1>",
+        "<nav>" + "".join(f"<a href='#{k}'>{escape(v)}</a>" for k, v in sections) + "</nav>",
+        f"<section id='summary'><h2>Summary</h2><p>Stage: <b>{escape(d.stage)}</b>. "
+        f"{len(d.matches)} known fault(s), {len(d.events)} failure-indicating event(s), "
+        f"{len(d.nodes)} suspicious node(s), {len(d.iterations)} anomalous iteration(s).</p>"
+        f"<p>{st.files} files, {st.lines:,} lines, {st.bytes / 1e6:.1f} MB, {st.templates} templates, "
+        f"{st.seconds:.1f} s"
+        + (f", {st.long_lines_cut:,} over-long lines cut" if st.long_lines_cut else "") + ".</p></section>",
+    ]
+    if d.report:
+        parts.append(f"<section id='report'><h2>Failure report</h2>{_report(d.report)}</section>")
+    if d.matches:
+        parts.append("<section id='matches'><h2>Known faults</h2>")
+        for m in d.matches:
+            parts.append(
+                f"<div class='match {escape(m.kind)}'><h3>{escape(m.title)}</h3><p>{escape(m.category)} — "
+                f"{escape(m.kind)} cause, pattern <code>{escape(m.pattern_id)}</code></p>"
+                f"<p><b>Remediation:</b> {escape(m.remediation)}</p>"
+                + "".join(f"<pre>{escape(x)}</pre>" for x in m.evidence[:3]) + "</div>")
+        parts.append("</section>")
+    if figures:
+        parts.append("<section id='plots'><h2>Plots</h2>" + "".join(figures) + "</section>")
+    ev_rows = [[f"<span class='score'>{e.score:.2f}</span>", f"<code>{escape(e.template)}</code>",
+                f"{e.count:,}", escape(e.level or "-"), escape(", ".join(e.nodes[:8]))
+                + (f" <span class='muted'>+{len(e.nodes) - 8}</span>" if len(e.nodes) > 8 else ""),
+                escape(e.first_seen or "-"), "".join(f"<pre>{escape(x)}</pre>" for x in e.examples[:3])]
+               for e in d.events]
+    parts.append("<section id='events'><h2>Failure-indicating events</h2>" + _table(
+        ["score", "event", "count", "level", "nodes", "first seen", "examples"], ev_rows,
+        "no failure-indicating events") + "</section>")
+    node_rows = [[escape(n.node), f"<span class='score'>{n.score:.2f}</span>",
+                  "<br>".join(f"<code>{escape(t)}</code>" for t in n.events[:5])] for n in d.nodes]
+    parts.append("<section id='nodes'><h2>Suspicious nodes</h2>"
+                 + _table(["node", "score", "events"], node_rows, "no suspicious nodes") + "</section>")
+    it_rows = [[str(it.iteration), f"<span class='score'>{it.score:.2f}</span>",
+                escape(", ".join(it.nodes[:8])),
+                "<br>".join(f"<code>{escape(t)}</code>" for t in it.events[:5])]
+               for it in d.iterations]
+    parts.append("<section id='iterations'><h2>Anomalous iterations</h2>"
+                 + _table(["iteration", "score", "nodes", "new events"], it_rows, "no anomalous iterations")
+                 + "</section>")
+    if st.unreadable_files:
+        parts.append("<section id='unreadable'><h2>Files not read to the end</h2><ul>"
+                     + "".join(f"<li>{escape(f)}</li>" for f in st.unreadable_files) + "</ul></section>")
+    parts.append("<footer>Made by L4 (schema l4.diagnosis/v1). Confirm or correct the root cause with "
+                 "<code>l4 patterns confirm</code> or in Slack.</footer></body></html>")
     return "\n".join(parts)

@@ -11,12 +11,22 @@ config = context.config
 target_metadata = SQLModel.metadata
 
 
+# Tables in the same database that Alembic does not own (autogenerate must not drop them):
+# the digest scheduler's job store (bot/scheduler.py).
+FOREIGN_TABLES = {"apscheduler_jobs"}
+
+
+def _include_name(name, type_, parent_names) -> bool:  # noqa: ANN001
+    return not (type_ == "table" and name in FOREIGN_TABLES)
+
+
 def _configure(connection) -> None:  # noqa: ANN001
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=_include_name,
     )
 
 

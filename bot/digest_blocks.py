@@ -1,0 +1,251 @@
+"""The recurring-fault digest for people: Block Kit for Slack, plain text for the CLI, posting
+(blocks + the pattern-counts plot in the message's thread) and the ``/l4 digest [days]`` command.
+
+Block Kit limits are kept: at most 50 blocks, at most 3000 characters of text a section, every
+piece of stored text escaped for mrkdwn (``&``, ``<``, ``>``), so no log text can ping a channel.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from kb.digest import MAX_DAYS, Digest
+
+MAX_BLOCKS = 50
+SECTION_CHARS = 3000
+DEFAULT_DAYS = 7
+PLOT_FILENAME = "l4-digest-patterns.png"
+_TREND = {"new": "new", "up": "↑", "down": "↓", "same": "="}
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+class DigestInputError(ValueError):
+    """Bad input to a digest command (one line, safe to show)."""
+
+
+# ---- small formatting helpers ------------------------------------------------------------------
+
+def esc(text: object) -> str:
+    """Text made safe for Slack mrkdwn: &, < and > escaped, on one line."""
+    s = " ".join(str(text).split())
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code(text: object) -> str:
+    return "`" + esc(text).replace("`", "'") + "`"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def duration(seconds: float | None) -> str:
+    """``45 s``, ``12 min``, ``3.5 h``, ``1.2 d`` (``-`` when unknown)."""
+    if seconds is None:
+        return "-"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def _day(t: datetime | None) -> str:
+    return t.strftime("%Y-%m-%d") if t else "-"
+
+
+def _jobs(jobs: list[str], limit: int = 5) -> list[str]:
+    return jobs[:limit] + ([f"+{len(jobs) - limit} more"] if len(jobs) > limit else [])
+
+
+def parse_days(text: str | None) -> int:
+    """Days of a digest from what a user typed ('' → 7). Raises DigestInputError."""
+    raw = (text or "").strip()
+    if not raw:
+        return DEFAULT_DAYS
+    if not re.fullmatch(r"\d{1,4}", raw):
+        raise DigestInputError(f"days must be a whole number from 1 to {MAX_DAYS}, got {_cut(raw, 20)!r}")
+    days = int(raw)
+    if not 1 <= days <= MAX_DAYS:
+        raise DigestInputError(f"days must be a whole number from 1 to {MAX_DAYS}, got {days}")
+    return days
+
+
+# ---- lines shared by Block Kit and text ------------------------------------------------------------
+
+def _headline(dg: Digest) -> str:
+    return f"L4 digest: the last {dg.days} day{'s' if dg.days != 1 else ''}"
+
+
+def _summary(dg: Digest) -> str:
+    return (f"{dg.start:%Y-%m-%d %H:%M} → {dg.end:%Y-%m-%d %H:%M} UTC · {dg.diagnoses} diagnoses "
+            f"({dg.previous_diagnoses} in the {dg.days} days before) · median request→diagnosis "
+            f"{duration(dg.median_to_diagnosis)} · request→confirmation "
+            f"{duration(dg.median_to_confirmation)} "
+            f"({dg.confirmations} confirmed)")
+
+
+def _pattern_line(p: Any, code: Callable[[object], str], text: Callable[[object], str], bold: str) -> str:
+    trend = _TREND.get(p.trend, p.trend)
+    change = "new" if p.trend == "new" else f"{trend} from {p.previous}"
+    sev = f", {text(p.severity)}" if p.severity else ""
+    return (f"• {bold}{text(p.title)}{bold} ({code(p.pattern_id)}{sev}): {p.count}× ({change}) in "
+            f"{len(p.jobs)} job{'s' if len(p.jobs) != 1 else ''} · first seen {_day(p.first_seen)}, "
+            f"last {_day(p.last_seen)} · jobs: {', '.join(text(j) for j in _jobs(p.jobs))}")
+
+
+def _offender_line(o: Any, code: Callable[[object], str], text: Callable[[object], str], bold: str) -> str:
+    pats = ", ".join(code(p) for p in o.patterns[:4]) or "no known pattern"
+    return (f"• {code(o.node)}: {bold}{o.recommendation}{bold} ({text(o.reason)}) · "
+            f"{len(o.jobs)} jobs: {', '.join(text(j) for j in _jobs(o.jobs))} · max score {o.max_score:.2f} "
+            f"· patterns: {pats}")
+
+
+# ---- Block Kit ----------------------------------------------------------------------------------
+
+LINE_CHARS = 600  # one list item in a section
+
+
+def _section(title: str, lines: list[str], total: int, noun: str, empty: str) -> dict[str, Any]:
+    """One section (at most SECTION_CHARS characters): a bold title, as many lines as fit, and how
+    many of ``total`` items were left out."""
+    text = f"*{title}*"
+    if not lines:
+        text += "\n" + empty
+    shown = 0
+    for line in lines:
+        line = _cut(line, LINE_CHARS)
+        if len(text) + 1 + len(line) > SECTION_CHARS - 80:
+            break
+        text += "\n" + line
+        shown += 1
+    if total > shown:
+        text += f"\n_…and {total - shown} more {noun}_"
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _backlog_line(b: Any) -> str:
+    label = esc(b.job_id).replace("|", "¦")
+    where = (f"<{b.link}|{label}>" if b.link and _SAFE_ID.match(b.slack_channel or "")
+             and _SAFE_ID.match(b.slack_thread_ts or "") else f"{_code(b.job_id)} (not posted in Slack)")
+    pat = f"matched {_code(b.pattern_id)}" if b.pattern_id else "engine only, no known pattern"
+    return f"• {where} · diagnosis {b.diagnosis_id} · {pat} · {_day(b.diagnosed_at)}"
+
+
+def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
+    """Block Kit for a digest (at most 50 blocks)."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _cut(_headline(dg), 150)}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": esc(_summary(dg))}]},
+        {"type": "divider"},
+    ]
+    blocks.append(_section("Recurring fault patterns",
+                           [_pattern_line(p, _code, esc, "*") for p in dg.patterns], dg.patterns_total,
+                           "patterns", "No diagnosis matched a known fault pattern."))
+    blocks.append(_section(f"Repeat-offender nodes (in {dg.offender_min_jobs} or more failed jobs)",
+                           [_offender_line(o, _code, esc, "*") for o in dg.offenders], dg.offenders_total,
+                           "nodes", f"No node was implicated in {dg.offender_min_jobs} or more failed jobs."))
+    blocks.append(_section(f"Waiting for a human: {dg.backlog_total} unconfirmed diagnoses "
+                           f"({dg.backlog_in_window} from this window), oldest first",
+                           [_backlog_line(b) for b in dg.backlog], dg.backlog_total, "diagnoses",
+                           "Nothing waits: every diagnosis has an SRE's verdict."))
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text":
+                   "Confirm or reject a diagnosis in its thread. Another window: `/l4 digest DAYS`."}]})
+    return blocks[:MAX_BLOCKS]
+
+
+def digest_fallback(dg: Digest) -> str:
+    """The notification text of a digest message (Slack's ``text``)."""
+    top = dg.patterns[0] if dg.patterns else None
+    most = f"; most frequent: {esc(top.title)} ({top.count}×)" if top else ""
+    return _cut(f"{_headline(dg)}: {dg.diagnoses} diagnoses{most}; {dg.offenders_total} repeat-offender "
+                f"nodes; {dg.backlog_total} unconfirmed", 3000)
+
+
+# ---- plain text (CLI) ---------------------------------------------------------------------------
+
+def digest_text(dg: Digest) -> str:
+    """The digest as plain text for a terminal."""
+    def plain(x: object) -> str:
+        return " ".join(str(x).split())
+
+    out = [_headline(dg), _summary(dg), "", "Recurring fault patterns:"]
+    out += [_pattern_line(p, plain, plain, "") for p in dg.patterns] or ["  none"]
+    if dg.patterns_total > len(dg.patterns):
+        out.append(f"  …and {dg.patterns_total - len(dg.patterns)} more")
+    out += ["", f"Repeat-offender nodes (in {dg.offender_min_jobs} or more failed jobs):"]
+    out += [_offender_line(o, plain, plain, "") for o in dg.offenders] or ["  none"]
+    if dg.offenders_total > len(dg.offenders):
+        out.append(f"  …and {dg.offenders_total - len(dg.offenders)} more")
+    out += ["", f"Waiting for a human: {dg.backlog_total} unconfirmed diagnoses "
+                f"({dg.backlog_in_window} from this window), oldest first:"]
+    for b in dg.backlog:
+        pat = f"matched {b.pattern_id}" if b.pattern_id else "engine only, no known pattern"
+        out.append(f"• {plain(b.job_id)} · diagnosis {b.diagnosis_id} · {pat} · "
+                   f"{_day(b.diagnosed_at)}" + (f" · {b.link}" if b.link else ""))
+    if not dg.backlog:
+        out.append("  none")
+    if dg.backlog_total > len(dg.backlog):
+        out.append(f"  …and {dg.backlog_total - len(dg.backlog)} more")
+    return "\n".join(out)
+
+
+# ---- the plot, posting and the slash command ------------------------------------------------------
+
+def digest_png(dg: Digest) -> bytes | None:
+    """The pattern-counts-per-day plot, or None when no pattern occurred in either window."""
+    if not any(sum(v) for v in dg.pattern_days.values()):
+        return None
+    from bot.plots import pattern_counts_png
+
+    titles = {p.pattern_id: p.title for p in dg.patterns}
+    return pattern_counts_png(dg.day_starts, dg.pattern_days, titles, window_start=dg.start)
+
+
+def post_digest(client: Any, channel: str, dg: Digest) -> str:
+    """Post the digest to ``channel`` (a slack_sdk WebClient) and attach the pattern-counts plot in
+    its thread. Returns the message's ts. Slack errors propagate (slack_sdk.errors.SlackApiError)."""
+    posted = client.chat_postMessage(channel=channel, text=digest_fallback(dg), blocks=digest_blocks(dg),
+                                     unfurl_links=False, unfurl_media=False)
+    ts = str(posted["ts"])
+    png = digest_png(dg)
+    if png is not None:
+        client.files_upload_v2(channel=channel, thread_ts=ts, file=png, filename=PLOT_FILENAME,
+                               title=f"Fault patterns per day, last {2 * dg.days} days")
+    return ts
+
+
+def _error_blocks(message: str) -> tuple[list[dict[str, Any]], str]:
+    text = f"l4 digest: {message}"
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": f":warning: {esc(text)}"}}], text
+
+
+def digest_command(days_text: str, settings: Any, *, now: datetime | None = None,
+                   ) -> tuple[list[dict[str, Any]], str]:
+    """``/l4 digest [days]``: (blocks, text) of the digest, or of a one-line error."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from kb import KbError
+    from kb.db import open_db, session
+    from kb.digest import compute_digest
+
+    try:
+        days = parse_days(days_text)
+    except DigestInputError as exc:
+        return _error_blocks(str(exc))
+    engine = None
+    try:
+        engine = open_db(getattr(settings, "database_url", None))
+        with session(engine) as s:
+            dg = compute_digest(s, days=days, now=now)
+    except (KbError, SQLAlchemyError, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        return _error_blocks(f"could not read the knowledge base: {_cut(first, 200)}")
+    finally:
+        if engine is not None:
+            engine.dispose()
+    return digest_blocks(dg), digest_fallback(dg)

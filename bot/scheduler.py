@@ -1,0 +1,121 @@
+"""The scheduled digest: APScheduler 3 ``BackgroundScheduler`` with its job store in the knowledge
+base's database, so the job (and when it next runs) survives a restart of the bot.
+
+One job, id ``l4-digest``, runs ``bot.scheduler:run_digest`` (referenced by text, so a restarted
+process finds it) on the cron expression ``L4_DIGEST_CRON`` (UTC, default Mondays 09:00) and posts
+to ``L4_DIGEST_CHANNEL``. Runs that were missed while the bot was down are coalesced into one,
+if they are less than ``MISFIRE_GRACE_SECONDS`` late; never two runs at once in one process.
+Only the channel and the number of days are stored with the job, never a token or a URL.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+
+from bot.config import ConfigError, Settings
+
+DIGEST_JOB_ID = "l4-digest"
+JOB_FUNC = "bot.scheduler:run_digest"
+JOBS_TABLE = "apscheduler_jobs"
+MISFIRE_GRACE_SECONDS = 6 * 3600
+DIGEST_DAYS = 7
+
+log = logging.getLogger("l4.digest")
+
+# What the running process gave start_digest_scheduler: the job reads it at run time. After a
+# restart it is set again by the next start; without it the job builds both from the environment.
+_runtime: dict[str, Any] = {}
+_runtime_lock = threading.Lock()
+
+
+def cron_trigger(expr: str) -> CronTrigger:
+    """A UTC trigger from a five-field cron expression. Raises ConfigError (one line)."""
+    text = " ".join((expr or "").split())
+    if len(text.split(" ")) != 5:
+        raise ConfigError("L4_DIGEST_CRON must have 5 fields (minute hour day month weekday), "
+                          f"got {text[:60]!r}")
+    try:
+        return CronTrigger.from_crontab(text, timezone="UTC")
+    except ValueError as exc:
+        raise ConfigError(f"L4_DIGEST_CRON {text[:60]!r} is not a valid cron expression: "
+                          f"{str(exc).splitlines()[0][:120]}") from None
+
+
+def web_client(settings: Settings) -> Any:
+    """A slack_sdk WebClient for ``settings`` that retries rate-limited calls."""
+    from slack_sdk import WebClient
+    from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+
+    if not settings.slack_bot_token:
+        raise ConfigError("SLACK_BOT_TOKEN is not set")
+    kwargs: dict[str, Any] = {"token": settings.slack_bot_token}
+    if settings.slack_api_url:
+        kwargs["base_url"] = settings.slack_api_url
+    client = WebClient(**kwargs)
+    client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=3))
+    return client
+
+
+def build_scheduler(settings: Settings) -> BackgroundScheduler:
+    """A (not yet started) scheduler whose jobs live in the knowledge base's database."""
+    from kb.db import database_url, make_engine
+
+    store = SQLAlchemyJobStore(engine=make_engine(database_url(settings.database_url)), tablename=JOBS_TABLE)
+    return BackgroundScheduler(
+        jobstores={"default": store}, timezone="UTC",
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": MISFIRE_GRACE_SECONDS})
+
+
+def start_digest_scheduler(settings: Settings, client: Any = None, *, trigger: BaseTrigger | None = None,
+                           days: int = DIGEST_DAYS) -> BackgroundScheduler | None:
+    """Start the scheduler with the digest job (replacing a stored one, so a changed cron or channel
+    takes effect). None when ``L4_DIGEST_CHANNEL`` is not set. ``client`` (a WebClient) is used by the
+    job while this process runs; ``trigger`` overrides the cron expression (tests)."""
+    if not settings.digest_channel:
+        return None
+    trigger = trigger or cron_trigger(settings.digest_cron)
+    with _runtime_lock:
+        _runtime.update(settings=settings, client=client)
+    scheduler = build_scheduler(settings)
+    scheduler.add_job(JOB_FUNC, trigger=trigger, id=DIGEST_JOB_ID, name="L4 recurring-fault digest",
+                      kwargs={"channel": settings.digest_channel, "days": days}, replace_existing=True)
+    scheduler.start()
+    job = scheduler.get_job(DIGEST_JOB_ID)
+    log.info("digest scheduled for %s, next run %s", settings.digest_channel,
+             job.next_run_time if job else "never")
+    return scheduler
+
+
+def run_digest(channel: str, days: int = DIGEST_DAYS) -> str | None:
+    """The scheduled job: compute the digest and post it to ``channel``. Returns the message ts, or
+    None when it failed (the failure is logged in one line, never with a token)."""
+    from bot.digest_blocks import post_digest
+    from kb.db import open_db, session
+    from kb.digest import compute_digest
+
+    with _runtime_lock:
+        settings = _runtime.get("settings")
+        client = _runtime.get("client")
+    engine = None
+    try:
+        settings = settings or Settings.from_env()
+        client = client or web_client(settings)
+        engine = open_db(settings.database_url)
+        with session(engine) as s:
+            dg = compute_digest(s, days=days)
+        ts = post_digest(client, channel, dg)
+        log.info("digest of %d days posted to %s", days, channel)
+        return ts
+    except Exception as exc:  # noqa: BLE001 - a scheduled job must not die with a trace in the log
+        log.error("digest for %s failed: %s: %s", channel, exc.__class__.__name__,
+                  (str(exc).splitlines() or [""])[0][:300])
+        return None
+    finally:
+        if engine is not None:
+            engine.dispose()

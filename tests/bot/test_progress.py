@@ -1,0 +1,80 @@
+"""The `l4 diagnose` progress bar: drawn on a terminal, quiet when piped or with --format json."""
+from __future__ import annotations
+
+import io
+import os
+import pty
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from bot.progress import diagnose_progress, wants_progress
+from tests.helpers.jobs import make_job
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    return make_job(tmp_path_factory.mktemp("progress") / "job-prog", nodes=3, fault_node=1)
+
+
+def _run(job: Path, fmt: str, tmp_path: Path, *, tty: bool) -> tuple[int, str, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "L4_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.db'}",
+           "TERM": "xterm", "COLUMNS": "120"}
+    cmd = [sys.executable, "-m", "bot.cli", "diagnose", str(job), "--no-match", "--format", fmt]
+    if not tty:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        return r.returncode, r.stdout, r.stderr
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, env=env, text=True)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    out, _ = proc.communicate(timeout=120)
+    reader.join(timeout=10)
+    os.close(master)
+    return proc.returncode, out, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_bar_on_a_terminal(job, tmp_path) -> None:
+    rc, out, err = _run(job, "text", tmp_path, tty=True)
+    assert rc == 0 and "Failure-indicating events" in out
+    assert "files" in err and ("Reading logs" in err or "Analysing" in err)
+    assert "Reading logs" not in out and "Analysing" not in out  # the bar stays off stdout
+
+
+def test_quiet_when_piped_or_json(job, tmp_path) -> None:
+    rc, out, err = _run(job, "text", tmp_path, tty=False)
+    assert rc == 0 and "Reading logs" not in err and "Analysing" not in err
+    rc, out, err = _run(job, "json", tmp_path, tty=True)
+    assert rc == 0 and out.lstrip().startswith("{") and "Reading logs" not in err and "Analysing" not in err
+
+
+def test_callback_draws_files_and_bytes() -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=120)
+    with diagnose_progress(True, console) as cb:
+        cb(1, 4, 1_500_000)
+        cb(4, 4, 6_000_000)
+    text = buf.getvalue()
+    assert "4/4 files" in text and "6.0 MB" in text
+    with diagnose_progress(False) as cb:
+        assert cb is None
+    assert not wants_progress("json", sys.stderr) and not wants_progress("text", io.StringIO())

@@ -1,0 +1,120 @@
+"""The scheduled digest: cron validation, a run on a short interval that posts to the fake Slack,
+and the job surviving a restart (a new process with a new scheduler on the same SQLite file)."""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from apscheduler.triggers.interval import IntervalTrigger
+
+from bot import scheduler as sched
+from bot.config import ConfigError, Settings
+from kb.db import open_db, session
+from kb.models import utcnow
+from tests.helpers import digest_seed
+from tests.helpers.fake_slack import FakeSlack
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def db_url(tmp_path):
+    url = f"sqlite:///{tmp_path / 'kb.db'}"
+    engine = open_db(url)
+    with session(engine) as s:
+        digest_seed.seed(s, now=utcnow())
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def slack():
+    with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _fresh_runtime():
+    sched._runtime.clear()
+    yield
+    sched._runtime.clear()
+
+
+def _settings(db_url: str, slack: FakeSlack, **kw) -> Settings:
+    return Settings(slack_bot_token="xoxb-test", slack_api_url=slack.api_url, database_url=db_url,
+                    digest_channel="C0DIGEST", **kw)
+
+
+def test_cron_default_is_monday_nine_utc_and_bad_cron_is_one_line() -> None:
+    trig = sched.cron_trigger(Settings().digest_cron)
+    after = datetime(2026, 6, 16, 10, 0, tzinfo=UTC)  # a Tuesday
+    assert trig.get_next_fire_time(None, after) == datetime(2026, 6, 22, 9, 0, tzinfo=UTC)
+    for bad in ("61 9 * * mon", "0 9 * *", "every monday", "0 9 * * mon 2026", ""):
+        with pytest.raises(ConfigError) as e:
+            sched.cron_trigger(bad)
+        assert "L4_DIGEST_CRON" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_no_channel_no_scheduler(db_url) -> None:
+    assert sched.start_digest_scheduler(Settings(database_url=db_url)) is None
+
+
+def test_scheduled_digest_posts_and_survives_a_restart(db_url, slack, tmp_path) -> None:
+    settings = _settings(db_url, slack)
+    client = sched.web_client(settings)
+    first = sched.start_digest_scheduler(settings, client, trigger=IntervalTrigger(seconds=1))
+    try:
+        job = first.get_job(sched.DIGEST_JOB_ID)
+        assert job.func_ref == sched.JOB_FUNC and job.coalesce and job.max_instances == 1
+        assert job.misfire_grace_time == sched.MISFIRE_GRACE_SECONDS
+        assert job.kwargs == {"channel": "C0DIGEST", "days": 7}  # no token, no URL in the store
+        # starting again (a restart of the bot) replaces the stored job instead of adding one
+        first.shutdown(wait=True)
+        first = sched.start_digest_scheduler(settings, client, trigger=IntervalTrigger(seconds=1))
+        assert [j.id for j in first.get_jobs()] == [sched.DIGEST_JOB_ID]
+        posts = slack.wait_for_call("chat.postMessage", timeout=20)
+        slack.wait_for_call("files.completeUploadExternal", timeout=20)
+        assert posts[0].params["channel"] == "C0DIGEST"
+        assert any("GPU has fallen off the bus" in t for t in slack.texts())
+        (up,) = [u for u in slack.uploads.values() if u.completed][:1]
+        assert up.thread_ts and up.content.startswith(b"\x89PNG")
+    finally:
+        first.shutdown(wait=True)
+    done = len(slack.calls_to("chat.postMessage"))
+
+    # a new process: a bare scheduler on the same database, nothing added; the stored job runs and
+    # builds its Slack client from the environment
+    env = {**os.environ, "L4_DATABASE_URL": db_url, "SLACK_BOT_TOKEN": "xoxb-test",
+           "SLACK_API_URL": slack.api_url, "PYTHONPATH": str(REPO)}
+    env.pop("L4_DIGEST_CHANNEL", None)
+    script = ("import time, logging; logging.basicConfig(level=logging.INFO)\n"
+              "from bot.config import Settings; from bot.scheduler import build_scheduler, DIGEST_JOB_ID\n"
+              "s = build_scheduler(Settings.from_env()); s.start()\n"
+              "print('job', s.get_job(DIGEST_JOB_ID).func_ref, flush=True)\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        slack.wait_for_call("chat.postMessage", count=done + 1, timeout=40)
+    finally:
+        proc.kill()
+        out, err = proc.communicate(timeout=10)
+    assert f"job {sched.JOB_FUNC}" in out
+    assert "xoxb" not in err
+
+
+def test_failed_run_logs_one_line_without_token(db_url, slack, caplog) -> None:
+    settings = _settings(db_url, slack)
+    sched._runtime.update(settings=settings, client=sched.web_client(settings))
+    slack.fail_next("chat.postMessage", status=200, error="channel_not_found", retry_after=None)
+    with caplog.at_level(logging.ERROR, logger="l4.digest"):
+        assert sched.run_digest("C0GONE") is None
+    (rec,) = caplog.records
+    msg = rec.getMessage()
+    assert "digest for C0GONE failed: SlackApiError" in msg and "\n" not in msg and "xoxb" not in msg
+    assert sched.run_digest("C0DIGEST")  # the next run works
