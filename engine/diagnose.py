@@ -46,7 +46,8 @@ PLOTTED_SERIES = 3
 def _detail(parsed: ParsedJob, node_scores: dict[str, float], selected: list[int],
             series: list[IterationSeries], iterations: list) -> AnalysisDetail:
     """Plot data: all node scores, a node × event count matrix of the top nodes, and the iteration
-    series of the rank files where the most anomalous iterations were seen (else one file)."""
+    series of the rank files where the most anomalous iterations were seen, the most suspicious
+    nodes' files first (else the most suspicious node's first file)."""
     rows = list(node_scores)[:HEATMAP_NODES]
     cols = selected[:HEATMAP_EVENTS]
     counts = [[parsed.node_counts.get(n, {}).get(e, 0) for e in cols] for n in rows]
@@ -56,8 +57,14 @@ def _detail(parsed: ParsedJob, node_scores: dict[str, float], selected: list[int
     def best(s: IterationSeries) -> int:
         return min((rank[i] for i in s.flagged if i in rank), default=len(rank))
 
-    hit = sorted((s for s in series if any(i in rank for i in s.flagged)), key=lambda s: (best(s), s.file))
-    kept = hit[:PLOTTED_SERIES] or series[:1]
+    node_rank = {n: i for i, n in enumerate(node_scores)}
+
+    def suspicion(s: IterationSeries) -> int:
+        return node_rank.get(s.node, len(node_rank))
+
+    hit = sorted((s for s in series if any(i in rank for i in s.flagged)),
+                 key=lambda s: (best(s), suspicion(s), s.file))
+    kept = hit[:PLOTTED_SERIES] or sorted(series, key=lambda s: (suspicion(s), s.file))[:1]
     return AnalysisDetail(node_scores=node_scores, heatmap_nodes=rows,
                           heatmap_events=[parsed.templates[e].template for e in cols],
                           heatmap_counts=counts, iteration_series=kept)
