@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cli_kb import register as register_kb
 
     register_kb(sub)
+    from bot.cli_bot import register as register_bot
+
+    register_bot(sub)
     return p
 
 

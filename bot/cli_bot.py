@@ -1,0 +1,44 @@
+"""``l4 bot``: run the Slack bot in Socket Mode, or ``--http --port N`` for Slack's HTTP events."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+log = logging.getLogger("l4.bot")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bot.app import create_app
+    from bot.config import ConfigError, Settings
+    from bot.serve import check_http, http_server, socket_mode_handler
+
+    settings = Settings.from_env()
+    if args.http:
+        check_http(settings)
+    if not 0 <= args.port < 65536:
+        raise ConfigError(f"--port must be between 0 and 65535, got {args.port}")
+    logging.getLogger("l4").setLevel(logging.INFO)
+    logging.getLogger("bot").setLevel(logging.INFO)
+    app = create_app(settings)
+    if args.http:
+        server = http_server(app, args.host, args.port)
+        host, port = server.server_address[:2]
+        print(f"l4 bot: listening on http://{host}:{port}/slack/events", file=sys.stderr, flush=True)
+        try:
+            server.serve_forever()
+        finally:
+            server.server_close()
+        return 0
+    handler = socket_mode_handler(app, settings)
+    print("l4 bot: starting in Socket Mode; press Ctrl-C to stop", file=sys.stderr, flush=True)
+    handler.start()
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bot", help="run the Slack bot (Socket Mode, or --http)")
+    p.add_argument("--http", action="store_true", help="serve POST /slack/events instead of Socket Mode")
+    p.add_argument("--port", type=int, default=3000, help="HTTP port (default 3000; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1)")
+    p.set_defaults(func=_run)
