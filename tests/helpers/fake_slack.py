@@ -3,8 +3,10 @@
 It records every call (method, parsed params, headers) and answers like Slack does for the methods
 the bot uses: ``auth.test``, ``chat.postMessage``/``update``/``postEphemeral``, ``views.open``/
 ``update``, ``files.getUploadURLExternal`` → ``POST /upload/<id>`` → ``files.completeUploadExternal``,
-``usergroups.users.list``, ``users.info``, ``conversations.info``. Unknown methods answer
-``{"ok": true}``. Failures can be queued per method (``fail_next``), e.g. a 429 with Retry-After.
+``usergroups.users.list``, ``users.info``, ``conversations.info``, ``chat.getPermalink``.
+Unknown methods answer ``{"ok": true}``. ``response_url(name)`` gives a URL for slash commands'
+``response_url``; what is posted there is recorded as a call of method ``"response_url"``.
+Failures can be queued per method (``fail_next``), e.g. a 429 with Retry-After.
 
     with FakeSlack() as slack:
         client = WebClient(token="xoxb-test", base_url=slack.api_url)
@@ -106,6 +108,10 @@ class FakeSlack:
             self._failures.setdefault(method, []).extend(
                 _Failure(status, {"ok": False, "error": error}, headers) for _ in range(times))
 
+    def response_url(self, name: str = "cmd") -> str:
+        """A URL to put in a slash command's ``response_url``; posts to it are recorded."""
+        return f"{self.base_url}/respond/{name}"
+
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
             return [c for c in self.calls if c.method == method]
@@ -199,6 +205,12 @@ class FakeSlack:
         if method == "users.info":
             user = str(params.get("user"))
             return {"ok": True, "user": {"id": user, "name": user.lower(), "is_bot": False}}
+        if method == "chat.getPermalink":
+            ch, ts = str(params.get("channel") or ""), str(params.get("message_ts") or "")
+            if not ch or not ts:
+                return {"ok": False, "error": "invalid_arguments"}
+            return {"ok": True, "channel": ch,
+                    "permalink": f"https://l4-test.slack.com/archives/{ch}/p{ts.replace('.', '')}"}
         if method == "conversations.info":
             ch = str(params.get("channel"))
             return {"ok": True, "channel": {"id": ch, "name": ch.lower(), "is_member": True}}
@@ -232,6 +244,13 @@ class FakeSlack:
                                                dict(self.headers), 200 if up else 404))
                         fake._cond.notify_all()
                     self._send(200 if up else 404, b"OK - " + str(len(body)).encode(), "text/plain")
+                    return
+                if path.path.startswith("/respond/"):
+                    params = _params(body, self.headers.get("Content-Type", ""), path.query)
+                    with fake._cond:
+                        fake.calls.append(Call("response_url", params, dict(self.headers)))
+                        fake._cond.notify_all()
+                    self._send(200, b"ok", "text/plain")
                     return
                 if not path.path.startswith("/api/"):
                     self._send(404, b"not found", "text/plain")
