@@ -27,6 +27,14 @@ RATE_LIMIT_RETRIES = 5
 CONNECTION_RETRIES = 3
 
 
+class _NoTokenSkippedWarning(logging.Filter):
+    """Bolt warns that SLACK_BOT_TOKEN (read from the environment) is unused when a client is given:
+    it is the same token, so the warning is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
 @dataclass
 class BotServices:
     """What the listeners call."""
@@ -67,8 +75,11 @@ def create_app(settings: Settings, client: WebClient | None = None, *,
         client = services.diagnoser.client
     client = client or make_web_client(settings)
     services = services or build_services(settings, client)
+    bolt_log = logging.getLogger("l4.bolt")
+    if not any(isinstance(f, _NoTokenSkippedWarning) for f in bolt_log.filters):
+        bolt_log.addFilter(_NoTokenSkippedWarning())
     app = App(client=client, signing_secret=settings.slack_signing_secret or "",
-              process_before_response=False, logger=logging.getLogger("l4.bolt"))
+              process_before_response=False, logger=bolt_log)
     listeners.register(app, services)
     interactions.register(app, services)
     commands.register(app, services)

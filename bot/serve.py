@@ -41,9 +41,13 @@ def check_http(settings: Settings) -> None:
         raise ConfigError("SLACK_SIGNING_SECRET is not set; HTTP mode needs it to verify Slack's requests")
 
 
-def socket_mode_handler(app: App, settings: Settings) -> SocketModeHandler:
-    """Bolt's Socket Mode handler (call ``start()``, which blocks, or ``connect()``)."""
+def check_socket_mode(settings: Settings) -> None:
     if not settings.slack_app_token:
         raise ConfigError("SLACK_APP_TOKEN is not set (the app-level token, xapp-…); Socket Mode needs it. "
                           "Use `l4 bot --http --port N` to receive events over HTTP instead")
+
+
+def socket_mode_handler(app: App, settings: Settings) -> SocketModeHandler:
+    """Bolt's Socket Mode handler (call ``start()``, which blocks, or ``connect()``)."""
+    check_socket_mode(settings)
     return SocketModeHandler(app, app_token=settings.slack_app_token, web_client=app.client)

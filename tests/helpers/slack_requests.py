@@ -30,6 +30,16 @@ class Reply:
     def json(self) -> Any:
         return json.loads(self.body.decode("utf-8")) if self.body else None
 
+    @property
+    def text(self) -> str:
+        """The reply's message text (Bolt answers a text-only ack as plain text, else as JSON)."""
+        raw = self.body.decode("utf-8")
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return raw
+        return str(data.get("text", "")) if isinstance(data, dict) else raw
+
 
 def next_ts() -> str:
     return f"{1800000000 + next(_ts)}.000200"
