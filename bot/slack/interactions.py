@@ -6,6 +6,7 @@ one person (refusals, errors) are ephemeral; verdicts are posted in the diagnosi
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt import Ack, App
@@ -15,7 +16,13 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from bot.render_html import render_html
 from bot.slack.blocks import ACTION_CONFIRM, ACTION_REJECT, ACTION_REPORT, note_message
 from bot.slack.knowledge import StoredDiagnosis
-from bot.slack.modals import CALLBACK_CONFIRM, confirm_view, metadata_diagnosis_id, read_confirm
+from bot.slack.modals import (
+    CALLBACK_CONFIRM,
+    confirm_view,
+    metadata_diagnosis_id,
+    read_confirm,
+    signature_choices,
+)
 from bot.slack.mrkdwn import escape
 from bot.slack.uploads import OutFile, upload_files
 from engine.model import diagnosis_from_dict
@@ -72,11 +79,12 @@ def _load(bot: BotServices, client: WebClient, body: dict[str, Any], action: dic
 
 
 def _error_field(message: str) -> str:
+    """The modal field a knowledge-base error is about ("<pattern id>: title must be …")."""
     low = message.lower()
-    for block in ("title", "category", "remediation"):
-        if block in low:
-            return block
-    return "events"
+    if "pattern id must be" in low:
+        return "title"  # the id is made from the title
+    m = re.search(r"\b(title|category|remediation) must\b", low)
+    return m.group(1) if m else "events"
 
 
 def register(app: App, bot: BotServices) -> None:
@@ -101,6 +109,10 @@ def register(app: App, bot: BotServices) -> None:
             _post(client, channel, thread_ts,
                   f":white_check_mark: <@{user}> confirmed that *{job}* failed with the known fault "
                   f"*{escape(pattern.title)}* (pattern `{escape(pattern.id)}`).")
+            return
+        if not signature_choices(stored.data):
+            _tell(client, body, "This diagnosis found no events to build a signature from; "
+                                "confirm a root cause on a diagnosis that shows its events.")
             return
         client.views_open(trigger_id=body["trigger_id"],
                           view=confirm_view(stored.data, stored.id, channel, thread_ts))

@@ -1,7 +1,8 @@
 """Message and mention listeners: a job ID or failure-report link in a message starts a diagnosis.
 
-Ignored: the bot's own messages, other bots' messages and every message subtype (edits, joins,
-deletions…), so the bot never answers itself. A message that mentions the bot is left to the
+Ignored: the bot's own messages, other bots' messages and message subtypes (edits, joins,
+deletions…; only ``thread_broadcast`` and ``file_share`` are people writing), so the bot never
+answers itself. A message that mentions the bot is left to the
 ``app_mention`` listener, which also answers when no job is named.
 """
 from __future__ import annotations
@@ -21,8 +22,11 @@ MENTION_HELP = ("Give me a job ID (like `job-0042`) or a failure-report link and
                 "in this thread. `/l4 help` lists everything I can do.")
 
 
+PERSON_SUBTYPES = {None, "thread_broadcast", "file_share"}  # what people write; edits, joins… are not
+
+
 def _from_a_person(event: dict[str, Any], bot_user_id: str | None) -> bool:
-    return (not event.get("subtype") and not event.get("bot_id") and bool(event.get("user"))
+    return (event.get("subtype") in PERSON_SUBTYPES and not event.get("bot_id") and bool(event.get("user"))
             and event.get("user") != bot_user_id)
 
 

@@ -12,6 +12,7 @@ from engine.ingest import JobError
 from kb import db as kbdb
 from kb.models import FaultPattern, Feedback
 from tests.helpers.fake_slack import BOT_ID, BOT_USER_ID
+from tests.helpers.jobs import make_job
 from tests.helpers.slack_bot import SECRET, BotHarness
 from tests.helpers.slack_requests import event_body, mention_event, message_event, post_signed
 
@@ -199,3 +200,38 @@ def test_bad_signature_is_refused(tmp_path: Path, log_root: Path):
         assert post_signed(bot.url, SECRET, body, timestamp=1).status == 401  # replayed, 1970
         assert bot.services.diagnoser.wait_idle(2)
         assert not bot.slack.calls_to("chat.postMessage")
+
+
+XID = ("NVRM: Xid (PCI:0000:06:00): 79, pid=1234, name=python, GPU has fallen off the bus.",)
+
+
+def test_not_the_cause_three_times_flags_the_matched_pattern(tmp_path: Path, log_root: Path):
+    make_job(log_root / "job-xid", nodes=3, fault_node=1, fault_lines=XID)
+    with BotHarness(tmp_path, log_root=log_root) as bot:
+        bot.event(message_event("C1", DEV, "job-xid", subtype="thread_broadcast", thread_ts="1.5"))
+        summary = bot.wait_summary("job-xid")
+        assert "Known fault" in json.dumps(summary.params) and bot.thread_of(summary) == "1.5"
+        for n, user in enumerate(("U1", "U2", "U3"), start=1):
+            bot.click("l4_reject", summary, user)
+            bot.slack.wait_for_call("chat.postMessage", where=lambda c: "not the cause" in str(c.params),
+                                    count=n)
+        last = bot.slack.calls_to("chat.postMessage")[-1].params["text"]
+        assert "flagged for review" in last
+
+
+def test_modal_errors_point_at_the_field(tmp_path: Path, log_root: Path):
+    with BotHarness(tmp_path, log_root=log_root, sre_users=[SRE]) as bot:
+        bot.event(message_event("C1", DEV, "job-0001"))
+        bot.click("l4_confirm", bot.wait_summary("job-0001"), SRE)
+        view = bot.slack.wait_for_call("views.open")[0].params["view"]
+        good = {"title": {"value": "Lease lost"}, "category": {"selected_option": {"value": "platform"}},
+                "remediation": {"value": "r"},
+                "events": {"selected_options": _option_state(view, "events")["initial_options"]}}
+        r = bot.submit(view, SRE, {**good, "events": {"selected_options": []}})
+        assert r.json() == {"response_action": "errors", "errors": {"events": "Tick at least one event."}}
+        r = bot.submit(view, SRE, {**good, "title": {"value": "T" * 301}})
+        assert list(r.json()["errors"]) == ["title"] and "300" in r.json()["errors"]["title"]
+        r = bot.submit(view, SRE, {**good, "category": {"selected_option": {"value": "hardware/gpu"}}})
+        assert list(r.json()["errors"]) == ["category"]
+        with kbdb.session(bot.services.knowledge.engine) as s:
+            assert not s.exec(select(FaultPattern).where(FaultPattern.source == "confirmed")).all()
