@@ -12,7 +12,6 @@ log = logging.getLogger("l4.bot")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bot.app import create_app
     from bot.config import ConfigError, Settings
     from bot.serve import check_http, check_socket_mode, http_server, socket_mode_handler
 
@@ -23,6 +22,7 @@ def _run(args: argparse.Namespace) -> int:
         check_socket_mode(settings)
     if not 0 <= args.port < 65536:
         raise ConfigError(f"--port must be between 0 and 65535, got {args.port}")
+    from bot.app import create_app  # the engine's imports take a moment: only once the settings are fine
     logging.getLogger("l4").setLevel(logging.INFO)
     logging.getLogger("bot").setLevel(logging.INFO)
     try:

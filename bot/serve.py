@@ -36,12 +36,19 @@ def http_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> Threadin
                        handler_class=_QuietHandler)
 
 
+def _check_bot_token(settings: Settings) -> None:
+    if not settings.slack_bot_token:
+        raise ConfigError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-…); see .env.example")
+
+
 def check_http(settings: Settings) -> None:
+    _check_bot_token(settings)
     if not settings.slack_signing_secret:
         raise ConfigError("SLACK_SIGNING_SECRET is not set; HTTP mode needs it to verify Slack's requests")
 
 
 def check_socket_mode(settings: Settings) -> None:
+    _check_bot_token(settings)
     if not settings.slack_app_token:
         raise ConfigError("SLACK_APP_TOKEN is not set (the app-level token, xapp-…); Socket Mode needs it. "
                           "Use `l4 bot --http --port N` to receive events over HTTP instead")

@@ -63,7 +63,8 @@ def test_missing_configuration_is_one_line(tmp_path: Path):
     assert r.returncode == 2 and "SLACK_BOT_TOKEN is not set" in r.stderr and r.stderr.count("\n") == 1
     r = run()
     assert r.returncode == 2 and "SLACK_APP_TOKEN" in r.stderr and r.stderr.count("\n") == 1
-    r = run(SLACK_APP_TOKEN="xapp-cli")  # nothing listens at SLACK_API_URL
-    # slack_sdk logs each retried attempt; the verdict is the last line
-    assert r.returncode == 1 and r.stderr.splitlines()[-1].startswith("l4 bot: cannot start: URLError")
-    assert "xoxb-cli" not in r.stderr and "Traceback" not in r.stderr
+    with FakeSlack() as slack:  # Slack refuses the token
+        slack.fail_next("auth.test", status=200, error="invalid_auth", retry_after=None)
+        r = run(SLACK_APP_TOKEN="xapp-cli", SLACK_API_URL=slack.api_url)
+    assert r.returncode == 1 and r.stderr.splitlines()[-1].startswith("l4 bot: cannot start:"), r.stderr
+    assert "invalid_auth" in r.stderr and "xoxb-cli" not in r.stderr and "Traceback" not in r.stderr
