@@ -101,7 +101,7 @@ def _event_blocks(d: Diagnosis) -> list[Block]:
     out = [_section("*Failure-indicating events* (most indicative first)")]
     for k, e in enumerate(d.events[:TOP_EVENTS], start=1):
         where = ", ".join(e.nodes[:3]) + (f" +{len(e.nodes) - 3}" if len(e.nodes) > 3 else "")
-        facts = f"score {e.score:.2f} · {e.count}×" + (f" · {e.level}" if e.level else "")
+        facts = f"score {e.score:.2f} · {e.count}×" + (f" · {escape(e.level)}" if e.level else "")
         facts += f" · on {escape(where)}" if where else ""
         example = f"\ne.g. {code(e.examples[0], 600)}" if e.examples else ""
         out.append(_section(f"*{k}.* {code(e.template, 400)}\n{facts}{example}"))

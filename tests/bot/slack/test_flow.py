@@ -35,6 +35,9 @@ def test_message_summary_confirm_modal_archive_then_second_job_matched(tmp_path:
         progress = bot.slack.calls_to("chat.postMessage")[0]
         assert progress.params["thread_ts"] == asked["ts"] and "Diagnosing" in progress.params["text"]
         assert bot.thread_of(summary) == asked["ts"]  # the progress message became the summary
+        steps = [json.dumps(c.params["blocks"]) for c in bot.slack.calls_to("chat.update")]
+        assert any("parsing log files: 6/6 files" in t for t in steps), steps
+        assert any("analysing events" in t for t in steps)
         texts = json.dumps(summary.params)
         assert "MyStore client lost lease" in texts and "Confirm root cause" in texts
         assert "&lt;!channel&gt;" in texts and "<!channel>" not in texts and "<@U0BOSS>" not in texts
