@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cli_digest import register as register_digest
 
     register_digest(sub)
+    from bot.cli_bot import register as register_bot
+
+    register_bot(sub)
     return p
 
 

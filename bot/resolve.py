@@ -39,10 +39,14 @@ def resolve(
     *,
     settings: Settings | None = None,
     progress: Callable[[int, int | None], None] | None = None,
+    local_paths: bool = True,
 ) -> ResolvedJob:
     """The job `ref` names: an existing local folder, a job ID under L4_LOG_ROOT, or an http(s)
     failure-report link. Remote logs are downloaded into the cache; `progress(done, total)` is
-    called with bytes received (total None when unknown). Raises JobError (one safe line)."""
+    called with bytes received (total None when unknown). Raises JobError (one safe line).
+
+    With `local_paths=False` (the bot: `ref` is text from chat), a folder path is never taken as
+    given: only job IDs under the log root and report links resolve."""
     settings = settings or Settings.from_env()
     ref = ref.strip()
     if not ref:
@@ -61,9 +65,9 @@ def resolve(
             path = logroot.job_from_root(job_id, job_id, settings, budget)
         return ResolvedJob(path=path, job_id=job_id, report=report.to_dict())
     path = Path(ref)
-    if path.is_dir():
+    if local_paths and path.is_dir():
         return ResolvedJob(path=path, job_id=path.name)
-    if path.exists():
+    if local_paths and path.exists():
         raise JobError(f"not a job folder: {shorten(ref)}")
     if not is_safe_job_id(ref):
         raise JobError(f"no such job folder: {shorten(ref)} (nor a job ID: letters, digits, '.', '_', '-'; "

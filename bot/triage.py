@@ -5,10 +5,12 @@ match the remaining events against the knowledge base's patterns → store the d
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
+from bot.config import Settings
 from bot.resolve import resolve
 from engine.diagnose import analyze
 from engine.filter import candidate_events, normal_templates
@@ -27,6 +29,12 @@ class TriageRequest:
     no_match: bool = False
     top_nodes: int = 5
     database_url: str | None = None  # default: L4_DATABASE_URL, else the user's data folder
+    # where and when the bot was asked (stored with the diagnosis; digests link back to the thread)
+    requested_at: datetime | None = None
+    slack_channel: str | None = None
+    slack_thread_ts: str | None = None
+    settings: Settings | None = None  # default: Settings.from_env()
+    local_paths: bool = True  # False for text from chat: only job IDs and report links resolve
 
 
 @dataclass
@@ -36,28 +44,41 @@ class TriageResult:
     job_path: Path
 
 
-def triage(req: TriageRequest, progress: Progress | None = None) -> TriageResult:
-    """Diagnose `req.job` (a folder or a job ID). Raises engine.ingest.JobError for bad input."""
-    resolved = resolve(req.job)  # a folder, a job ID or a failure-report link
+def triage(req: TriageRequest, progress: Progress | None = None,
+           on_phase: Callable[[str], None] | None = None) -> TriageResult:
+    """Diagnose `req.job` (a folder, a job ID or a failure-report link). Raises
+    engine.ingest.JobError for bad input.
+
+    `on_phase` is told each phase as it starts: resolving, parsing, analyzing, matching, storing."""
+    phase = on_phase or (lambda _name: None)
+    phase("resolving")
+    settings = req.settings or Settings.from_env()
+    resolved = resolve(req.job, settings=settings, local_paths=req.local_paths)
     job = discover(resolved.path)
     if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
         job.settings = dict(resolved.report["settings"])  # the report knows the job family
-    history = [resolve(h).path for h in req.history]
+    history = [resolve(h, settings=settings, local_paths=req.local_paths).path for h in req.history]
     engine = kbdb.open_db(req.database_url)
     with kbdb.session(engine) as s:
         pool = pools.normal_templates(s, job.settings)
+    phase("parsing")
     parsed = parse_jobs([job, *history], progress=progress)
     failed = parsed[0]
+    phase("analyzing")
     diagnosis = analyze(failed, parsed[1:], normal=pool, top_nodes=req.top_nodes)
     diagnosis.report = resolved.report
     with kbdb.session(engine) as s:
         if not req.no_match:
+            phase("matching")
             normal = normal_templates(parsed[1:], pool)
             fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
             roots = [m for m in load_matcher(s).match_templates(fresh) if m.kind == "root"]
             if roots:
                 diagnosis.matches = roots
                 diagnosis.status = "matched"
-        diagnosis_id = diagnoses.store(s, diagnosis, job.settings)
+        phase("storing")
+        diagnosis_id = diagnoses.store(s, diagnosis, job.settings, requested_at=req.requested_at,
+                                       slack_channel=req.slack_channel, slack_thread_ts=req.slack_thread_ts)
         s.commit()
+    engine.dispose()  # a long-running bot calls this thousands of times
     return TriageResult(diagnosis=diagnosis, diagnosis_id=diagnosis_id, job_path=job.root)

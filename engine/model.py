@@ -154,3 +154,23 @@ class ParsedJob:
     # event id -> number of rank files whose last line it is, cut off without a line end
     truncated_tails: dict[int, int] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
+
+
+def diagnosis_from_dict(d: dict) -> Diagnosis:
+    """The `Diagnosis` of its l4.diagnosis/v1 JSON (as stored by the knowledge base); unknown keys
+    are ignored, so older and newer JSON both load."""
+    def pick(cls: type, data: dict) -> dict:
+        names = getattr(cls, "__dataclass_fields__", {})
+        return {k: v for k, v in (data or {}).items() if k in names}
+
+    return Diagnosis(
+        job_id=str(d.get("job_id") or ""),
+        status=d.get("status") or "analyzed",
+        matches=[Match(**pick(Match, m)) for m in d.get("matches") or []],
+        stage=d.get("stage") or "unknown",
+        events=[Event(**pick(Event, e)) for e in d.get("events") or []],
+        nodes=[NodeFinding(**pick(NodeFinding, n)) for n in d.get("nodes") or []],
+        iterations=[IterationFinding(**pick(IterationFinding, i)) for i in d.get("iterations") or []],
+        stats=Stats(**pick(Stats, d.get("stats") or {})),
+        report=d.get("report"),
+    )

@@ -89,3 +89,17 @@ def feedback_for(session: Session, *, diagnosis_id: int | None = None,
     if pattern_id is not None:
         stmt = stmt.where(Feedback.pattern_id == pattern_id)
     return list(session.exec(stmt))
+
+
+def confirm_match(session: Session, diagnosis_id: int, user: str, note: str = "") -> Feedback:
+    """Record that the pattern a diagnosis matched is indeed its root cause. Caller commits."""
+    rec = get_diagnosis(session, diagnosis_id)
+    if not user or not user.strip():
+        raise KbError("a confirmation needs the confirming user")
+    if rec.matched_pattern_id is None:
+        raise KbError(f"diagnosis {diagnosis_id} matched no pattern; confirm it with chosen events")
+    fb = Feedback(diagnosis_id=diagnosis_id, pattern_id=rec.matched_pattern_id, verdict="confirm",
+                  user=user.strip(), note=note or "", created_at=utcnow())
+    session.add(fb)
+    session.flush()
+    return fb

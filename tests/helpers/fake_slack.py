@@ -3,8 +3,13 @@
 It records every call (method, parsed params, headers) and answers like Slack does for the methods
 the bot uses: ``auth.test``, ``chat.postMessage``/``update``/``postEphemeral``, ``views.open``/
 ``update``, ``files.getUploadURLExternal`` → ``POST /upload/<id>`` → ``files.completeUploadExternal``,
-``usergroups.users.list``, ``users.info``, ``conversations.info``. Unknown methods answer
-``{"ok": true}``. Failures can be queued per method (``fail_next``), e.g. a 429 with Retry-After.
+``usergroups.users.list``, ``users.info``, ``conversations.info``, ``chat.getPermalink``.
+Unknown methods answer ``{"ok": true}``. ``response_url(name)`` gives a URL for slash commands'
+``response_url``; what is posted there is recorded as a call of method ``"response_url"``.
+Failures can be queued per method (``fail_next``), e.g. a 429 with Retry-After.
+Socket Mode: ``apps.connections.open`` hands out a ``ws://127.0.0.1`` URL of a small WebSocket
+endpoint; ``socket_send(envelope)`` pushes an envelope to the connected clients, and what they send
+back is recorded as calls of method ``"socket_mode"`` (the acknowledgements, with ``envelope_id``).
 
     with FakeSlack() as slack:
         client = WebClient(token="xoxb-test", base_url=slack.api_url)
@@ -13,8 +18,12 @@ the bot uses: ``auth.test``, ``chat.postMessage``/``update``/``postEphemeral``, 
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
+import socketserver
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -71,6 +80,9 @@ class FakeSlack:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._ws_clients: list[_WsPeer] = []
+        self._ws_server = _WsServer(self)
+        self._ws_thread = threading.Thread(target=self._ws_server.serve_forever, daemon=True)
 
     # -- lifecycle -------------------------------------------------------------------------------
     @property
@@ -85,11 +97,28 @@ class FakeSlack:
 
     def start(self) -> FakeSlack:
         self._thread.start()
+        self._ws_thread.start()
         return self
 
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        for peer in list(self._ws_clients):
+            peer.close()
+        self._ws_server.shutdown()
+        self._ws_server.server_close()
+
+    @property
+    def socket_url(self) -> str:
+        host, port = self._ws_server.server_address[:2]
+        return f"ws://{host}:{port}/link/?ticket=test"
+
+    def socket_send(self, envelope: dict[str, Any], timeout: float = 30.0) -> None:
+        """Push a Socket Mode envelope (``{"envelope_id", "type", "payload", ...}``) to every client
+        connected (waiting for one to connect)."""
+        self.wait_for(lambda s: bool(s._ws_clients), timeout)
+        for peer in list(self._ws_clients):
+            peer.send_text(json.dumps(envelope))
 
     def __enter__(self) -> FakeSlack:
         return self.start()
@@ -105,6 +134,15 @@ class FakeSlack:
         with self._lock:
             self._failures.setdefault(method, []).extend(
                 _Failure(status, {"ok": False, "error": error}, headers) for _ in range(times))
+
+    def response_url(self, name: str = "cmd") -> str:
+        """A URL to put in a slash command's ``response_url``; posts to it are recorded."""
+        return f"{self.base_url}/respond/{name}"
+
+    def messages_by_text(self, needle: str) -> list[dict[str, Any]]:
+        """Posted messages (last versions) whose text contains ``needle``, oldest first."""
+        with self._lock:
+            return [m for m in self.messages.values() if needle in str(m.get("text"))]
 
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
@@ -199,6 +237,14 @@ class FakeSlack:
         if method == "users.info":
             user = str(params.get("user"))
             return {"ok": True, "user": {"id": user, "name": user.lower(), "is_bot": False}}
+        if method == "apps.connections.open":
+            return {"ok": True, "url": self.socket_url}
+        if method == "chat.getPermalink":
+            ch, ts = str(params.get("channel") or ""), str(params.get("message_ts") or "")
+            if not ch or not ts:
+                return {"ok": False, "error": "invalid_arguments"}
+            return {"ok": True, "channel": ch,
+                    "permalink": f"https://l4-test.slack.com/archives/{ch}/p{ts.replace('.', '')}"}
         if method == "conversations.info":
             ch = str(params.get("channel"))
             return {"ok": True, "channel": {"id": ch, "name": ch.lower(), "is_member": True}}
@@ -232,6 +278,13 @@ class FakeSlack:
                                                dict(self.headers), 200 if up else 404))
                         fake._cond.notify_all()
                     self._send(200 if up else 404, b"OK - " + str(len(body)).encode(), "text/plain")
+                    return
+                if path.path.startswith("/respond/"):
+                    params = _params(body, self.headers.get("Content-Type", ""), path.query)
+                    with fake._cond:
+                        fake.calls.append(Call("response_url", params, dict(self.headers)))
+                        fake._cond.notify_all()
+                    self._send(200, b"ok", "text/plain")
                     return
                 if not path.path.startswith("/api/"):
                     self._send(404, b"not found", "text/plain")
@@ -304,3 +357,109 @@ def _block_texts(blocks: Any) -> list[str]:
         for b in blocks:
             out.extend(_block_texts(b))
     return out
+
+
+class _WsPeer:
+    """One WebSocket client of the fake Socket Mode endpoint (RFC 6455, text frames, ping/pong)."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.lock = threading.Lock()
+
+    def send_frame(self, opcode: int, data: bytes) -> None:
+        n = len(data)
+        head = bytes([0x80 | opcode])
+        if n < 126:
+            head += bytes([n])
+        elif n < 65536:
+            head += bytes([126]) + struct.pack("!H", n)
+        else:
+            head += bytes([127]) + struct.pack("!Q", n)
+        with self.lock:
+            self.sock.sendall(head + data)
+
+    def send_text(self, text: str) -> None:
+        self.send_frame(0x1, text.encode("utf-8"))
+
+    def _read(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed")
+            buf += chunk
+        return buf
+
+    def read_frame(self) -> tuple[int, bytes]:
+        b0, b1 = self._read(2)
+        n = b1 & 0x7F
+        if n == 126:
+            n = struct.unpack("!H", self._read(2))[0]
+        elif n == 127:
+            n = struct.unpack("!Q", self._read(8))[0]
+        mask = self._read(4) if b1 & 0x80 else b"\0\0\0\0"
+        data = bytes(c ^ mask[i % 4] for i, c in enumerate(self._read(n)))
+        return b0 & 0x0F, data
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class _WsServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, fake: FakeSlack) -> None:
+        self.fake = fake
+        super().__init__(("127.0.0.1", 0), _WsHandler)
+
+
+class _WsHandler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        fake: FakeSlack = self.server.fake  # type: ignore[attr-defined]
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.request.recv(4096)
+            if not chunk:
+                return
+            head += chunk
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:]) if k}
+        key = headers.get("sec-websocket-key", "")
+        accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode())
+                                  .digest()).decode()
+        self.request.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                              f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n").encode())
+        peer = _WsPeer(self.request)
+        peer.send_text(json.dumps({"type": "hello", "num_connections": 1,
+                                   "connection_info": {"app_id": "A0L4TEST"}}))
+        with fake._cond:
+            fake._ws_clients.append(peer)
+            fake.calls.append(Call("socket_mode.connect", {"path": lines[0]}, headers))
+            fake._cond.notify_all()
+        try:
+            while True:
+                opcode, data = peer.read_frame()
+                if opcode == 0x8:  # close
+                    peer.send_frame(0x8, data[:2])
+                    return
+                if opcode == 0x9:  # ping
+                    peer.send_frame(0xA, data)
+                elif opcode == 0x1:
+                    try:
+                        params = json.loads(data.decode("utf-8"))
+                    except ValueError:
+                        params = {"raw": data.decode("utf-8", "replace")}
+                    with fake._cond:
+                        fake.calls.append(Call("socket_mode", params, {}))
+                        fake._cond.notify_all()
+        except (ConnectionError, OSError):
+            return
+        finally:
+            with fake._cond:
+                if peer in fake._ws_clients:
+                    fake._ws_clients.remove(peer)
+                fake._cond.notify_all()

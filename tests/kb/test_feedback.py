@@ -115,3 +115,16 @@ def test_reject_without_pattern_and_unknown_pattern(sqlite_engine) -> None:  # n
         assert fb.pattern_id is None
         with pytest.raises(KbError, match="no pattern"):
             feedback.reject(s, did, "u", pattern_id="nope")
+
+
+def test_confirm_match_records_the_verdict_on_the_matched_pattern(sqlite_engine) -> None:  # noqa: ANN001
+    with kbdb.session(sqlite_engine) as s:
+        matched = diagnoses.store(s, _diagnosis("cuda-out-of-memory"), {})
+        plain = diagnoses.store(s, _diagnosis(), {})
+        fb = feedback.confirm_match(s, matched, " sre1 ")
+        s.commit()
+        assert (fb.verdict, fb.user, fb.pattern_id) == ("confirm", "sre1", "cuda-out-of-memory")
+        with pytest.raises(KbError, match="matched no pattern"):
+            feedback.confirm_match(s, plain, "sre1")
+        with pytest.raises(KbError, match="user"):
+            feedback.confirm_match(s, matched, "")

@@ -1,0 +1,93 @@
+"""The Bolt app factory of the L4 Slack bot (CONTRACTS §4).
+
+``create_app(settings)`` builds the Web API client (``SLACK_API_URL`` when set; 429s and connection
+errors retried by slack_sdk's retry handlers), opens the knowledge base, and registers the
+listeners. Serve it with ``bot.serve`` (Socket Mode or HTTP).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import App
+from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+
+from bot.config import ConfigError, Settings
+from bot.slack import commands, interactions, listeners
+from bot.slack.diagnoser import Diagnoser, Triage
+from bot.slack.knowledge import Knowledge
+from bot.slack.permissions import SrePolicy
+from bot.triage import triage
+from kb.db import open_db
+
+log = logging.getLogger(__name__)
+RATE_LIMIT_RETRIES = 5
+CONNECTION_RETRIES = 3
+
+
+class _NoTokenSkippedWarning(logging.Filter):
+    """Bolt warns that SLACK_BOT_TOKEN (read from the environment) is unused when a client is given:
+    it is the same token, so the warning is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+@dataclass
+class BotServices:
+    """What the listeners call."""
+
+    settings: Settings
+    knowledge: Knowledge
+    diagnoser: Diagnoser
+    policy: SrePolicy
+
+
+def make_web_client(settings: Settings) -> WebClient:
+    if not settings.slack_bot_token:
+        raise ConfigError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-…); see .env.example")
+    kwargs: dict[str, Any] = {"token": settings.slack_bot_token}
+    if settings.slack_api_url:
+        kwargs["base_url"] = settings.slack_api_url if settings.slack_api_url.endswith("/") \
+            else settings.slack_api_url + "/"
+    client = WebClient(**kwargs)
+    client.retry_handlers = [ConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
+                             RateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES)]
+    return client
+
+
+def build_services(settings: Settings, client: WebClient, *, run_triage: Triage = triage) -> BotServices:
+    """The knowledge base (opened and migrated now), the worker pool and the SRE policy."""
+    return BotServices(
+        settings=settings,
+        knowledge=Knowledge(open_db(settings.database_url)),
+        diagnoser=Diagnoser(settings, client, run_triage=run_triage),
+        policy=SrePolicy(settings),
+    )
+
+
+def create_app(settings: Settings, client: WebClient | None = None, *,
+               services: BotServices | None = None) -> App:
+    """The Bolt app with every listener registered (``services`` default: ``build_services``)."""
+    if services is not None:
+        client = services.diagnoser.client
+    client = client or make_web_client(settings)
+    services = services or build_services(settings, client)
+    bolt_log = logging.getLogger("l4.bolt")
+    if not any(isinstance(f, _NoTokenSkippedWarning) for f in bolt_log.filters):
+        bolt_log.addFilter(_NoTokenSkippedWarning())
+    app = App(client=client, signing_secret=settings.slack_signing_secret or "",
+              process_before_response=False, logger=bolt_log)
+    listeners.register(app, services)
+    interactions.register(app, services)
+    commands.register(app, services)
+
+    @app.error
+    def on_error(error: Exception, body: dict[str, Any]) -> None:
+        kind = body.get("type") or (body.get("event") or {}).get("type") or "request"
+        log.error("%s failed: %s: %s", kind, type(error).__name__, str(error).splitlines()[0][:200]
+                  if str(error) else "")
+
+    return app

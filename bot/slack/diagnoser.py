@@ -1,0 +1,185 @@
+"""The bounded worker pool that diagnoses jobs for Slack and keeps the thread up to date.
+
+``request()`` returns at once: it claims the job (one analysis per job at a time), posts
+"Diagnosing …" in the thread and queues the triage. The worker updates that message with the
+phase and files parsed, then replaces it with the summary, or with one line saying what went wrong.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from bot.config import ConfigError, Settings
+from bot.slack.blocks import error_message, note_message, progress_message, summary_message
+from bot.slack.inflight import InFlight, Where
+from bot.slack.mrkdwn import escape
+from bot.triage import TriageRequest, TriageResult, triage
+from engine.ingest import JobError
+from kb import KbError
+
+log = logging.getLogger(__name__)
+UPDATE_EVERY_SECONDS = 2.0  # chat.update is rate limited (Tier 3): at most one progress edit per this
+
+Triage = Callable[..., TriageResult]
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The job is being diagnosed; ``message_ts`` is the progress message in the thread."""
+
+    ref: str
+    where: Where
+    message_ts: str
+
+
+@dataclass(frozen=True)
+class AlreadyRunning:
+    """Someone asked for this job before and its analysis is still running at ``where``."""
+
+    ref: str
+    where: Where
+
+
+class Diagnoser:
+    def __init__(self, settings: Settings, client: WebClient, *, run_triage: Triage = triage,
+                 inflight: InFlight | None = None) -> None:
+        self.settings = settings
+        self.client = client
+        self.run_triage = run_triage
+        self.inflight = inflight or InFlight()
+        self.pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="l4-diagnose")
+        self._futures: set[Future] = set()
+        self._lock = threading.Lock()
+
+    def request(self, ref: str, channel: str, thread_ts: str, user: str | None = None
+                ) -> Accepted | AlreadyRunning:
+        """Start diagnosing ``ref`` with its answer in ``channel``/``thread_ts`` (see module doc)."""
+        where = Where(channel, thread_ts)
+        running = self.inflight.claim(ref, where)
+        if running is not None:
+            self._point_to(ref, running, where, user)
+            return AlreadyRunning(ref, running)
+        try:
+            text, blocks = progress_message(ref)
+            posted = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text,
+                                                  blocks=blocks)
+        except BaseException:
+            self.inflight.release(ref)
+            raise
+        ts = str(posted["ts"])
+        requested_at = datetime.now(UTC)
+        future = self.pool.submit(self._work, ref, where, ts, requested_at)
+        with self._lock:
+            self._futures.add(future)
+        future.add_done_callback(self._forget)
+        return Accepted(ref, where, ts)
+
+    def _forget(self, future: Future) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Wait until no analysis is queued or running (for tests and shutdown)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._futures:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    # -- the work ----------------------------------------------------------------------------------
+    def _point_to(self, ref: str, running: Where, asked_in: Where, user: str | None) -> None:
+        link = self._permalink(running)
+        whom = f"<@{user}> " if user else ""
+        where = f"<{link}|this thread>" if link else f"the thread in <#{running.channel}>"
+        same = running == asked_in
+        text = (f"{whom}*{escape(ref)}* is already being diagnosed"
+                + (" here; the summary will replace the progress message above." if same
+                   else f"; follow {where} for the result."))
+        try:
+            t, blocks = note_message(text)
+            self.client.chat_postMessage(channel=asked_in.channel, thread_ts=asked_in.thread_ts, text=t,
+                                         blocks=blocks)
+        except (SlackApiError, SlackClientError) as exc:
+            log.warning("cannot point %s to the running analysis of %s: %s", asked_in, ref, _why(exc))
+
+    def _permalink(self, where: Where) -> str | None:
+        try:
+            link = self.client.chat_getPermalink(channel=where.channel, message_ts=where.thread_ts)
+            value = link.get("permalink")
+            return str(value) if value else None
+        except (SlackApiError, SlackClientError):
+            return None
+
+    def _work(self, ref: str, where: Where, message_ts: str, requested_at: datetime) -> None:
+        progress = _ProgressMessage(self.client, where.channel, message_ts, ref)
+        try:
+            req = TriageRequest(job=ref, database_url=self.settings.database_url, requested_at=requested_at,
+                                slack_channel=where.channel, slack_thread_ts=where.thread_ts)
+            result = self.run_triage(req, progress=progress.files, on_phase=progress.phase)
+            text, blocks = summary_message(result.diagnosis, result.diagnosis_id)
+        except (JobError, KbError, ConfigError) as exc:
+            text, blocks = error_message(ref, str(exc))
+        except Exception as exc:  # noqa: BLE001 - one line in the thread, the trace in the bot's log
+            log.exception("diagnosis of %s failed", ref)
+            text, blocks = error_message(ref, f"internal error ({type(exc).__name__}); the bot's log "
+                                              "has the details")
+        finally:
+            self.inflight.release(ref)
+        progress.final(text, blocks)
+
+
+class _ProgressMessage:
+    """Edits the progress message: phase changes at once, file counts at most every few seconds."""
+
+    def __init__(self, client: WebClient, channel: str, ts: str, label: str) -> None:
+        self.client, self.channel, self.ts, self.label = client, channel, ts, label
+        self.phase_name: str | None = None
+        self.last = 0.0
+
+    def phase(self, name: str) -> None:
+        self.phase_name = name
+        if name in ("parsing", "analyzing"):  # the long phases; the others pass in a blink
+            self._edit(*progress_message(self.label, name), force=True)
+
+    def files(self, done: int, total: int, _bytes: int) -> None:
+        self._edit(*progress_message(self.label, "parsing", done, total), force=done == total)
+
+    def _edit(self, text: str, blocks: list, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < UPDATE_EVERY_SECONDS:
+            return
+        self.last = now
+        try:
+            self.client.chat_update(channel=self.channel, ts=self.ts, text=text, blocks=blocks)
+        except (SlackApiError, SlackClientError) as exc:  # progress is best effort
+            log.warning("cannot update the progress of %s: %s", self.label, _why(exc))
+
+    def final(self, text: str, blocks: list) -> None:
+        try:
+            self.client.chat_update(channel=self.channel, ts=self.ts, text=text, blocks=blocks)
+        except (SlackApiError, SlackClientError) as exc:
+            log.warning("cannot post the result for %s: %s", self.label, _why(exc))
+            fallback, fb_blocks = error_message(self.label, f"the summary could not be posted ({_why(exc)})")
+            try:
+                self.client.chat_update(channel=self.channel, ts=self.ts, text=fallback, blocks=fb_blocks)
+            except (SlackApiError, SlackClientError):
+                log.warning("cannot post the failure for %s either", self.label)
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error") or "error")
+    return type(exc).__name__

@@ -1,0 +1,90 @@
+"""The knowledge-base calls the bot makes: read a stored diagnosis, confirm, reject, list patterns.
+
+Every function opens its own short session on the bot's engine; errors of bad input are
+``kb.KbError`` (one line, safe to show).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import select
+
+from bot.slack.modals import ConfirmForm
+from kb import KbError, diagnoses, feedback
+from kb import db as kbdb
+from kb.models import FaultPattern
+
+
+@dataclass(frozen=True)
+class StoredDiagnosis:
+    id: int
+    data: dict[str, Any]  # the l4.diagnosis/v1 JSON
+    matched_pattern_id: str | None
+    channel: str | None
+    thread_ts: str | None
+
+
+@dataclass(frozen=True)
+class Rejection:
+    pattern_id: str | None
+    flagged: bool  # the pattern is now flagged for review
+    repeated: bool  # this user had already said so; nothing recorded
+
+
+class Knowledge:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def diagnosis(self, diagnosis_id: int) -> StoredDiagnosis:
+        with kbdb.session(self.engine) as s:
+            rec = diagnoses.get(s, diagnosis_id)
+            return StoredDiagnosis(diagnosis_id, diagnoses.as_dict(rec), rec.matched_pattern_id,
+                                   rec.slack_channel, rec.slack_thread_ts)
+
+    def attach_thread(self, diagnosis_id: int, channel: str, thread_ts: str) -> None:
+        with kbdb.session(self.engine) as s:
+            diagnoses.attach_slack(s, diagnosis_id, channel, thread_ts)
+            s.commit()
+
+    def confirm(self, form: ConfirmForm, user: str) -> FaultPattern:
+        """Archive the chosen events as a new confirmed pattern, recording who and when."""
+        with kbdb.session(self.engine) as s:
+            pattern = feedback.confirm(s, form.diagnosis_id, events=form.events, title=form.title,
+                                       category=form.category, remediation=form.remediation, user=user)
+            s.commit()
+            return pattern
+
+    def confirm_match(self, diagnosis_id: int, user: str) -> FaultPattern:
+        """Record that the matched pattern was the root cause; returns that pattern."""
+        with kbdb.session(self.engine) as s:
+            fb = feedback.confirm_match(s, diagnosis_id, user)
+            s.commit()
+            pattern = s.get(FaultPattern, fb.pattern_id)
+            if pattern is None:
+                raise KbError(f"pattern {fb.pattern_id} is gone")
+            return pattern
+
+    def reject(self, diagnosis_id: int, user: str) -> Rejection:
+        """Record "not the cause" once per user and diagnosis; flags the matched pattern after
+        repeated rejections (kb.feedback)."""
+        with kbdb.session(self.engine) as s:
+            earlier = feedback.feedback_for(s, diagnosis_id=diagnosis_id)
+            rec = diagnoses.get(s, diagnosis_id)
+            if any(f.verdict == "reject" and f.user == user for f in earlier):
+                return Rejection(rec.matched_pattern_id, False, True)
+            fb = feedback.reject(s, diagnosis_id, user)
+            s.commit()
+            pattern = s.get(FaultPattern, fb.pattern_id) if fb.pattern_id else None
+            return Rejection(fb.pattern_id, bool(pattern and pattern.flagged), False)
+
+    def patterns_overview(self, recent: int = 10) -> tuple[Counter[str], list[FaultPattern]]:
+        """Enabled patterns per category, and the most recently confirmed ones (newest first)."""
+        with kbdb.session(self.engine) as s:
+            rows = list(s.exec(select(FaultPattern).where(FaultPattern.enabled == True)))  # noqa: E712
+        per_category = Counter(p.category for p in rows)
+        confirmed = sorted((p for p in rows if p.source == "confirmed"), key=lambda p: p.created_at,
+                           reverse=True)[:recent]
+        return per_category, confirmed
