@@ -22,6 +22,10 @@ def _run(args: argparse.Namespace) -> int:
         check_socket_mode(settings)
     if not 0 <= args.port < 65536:
         raise ConfigError(f"--port must be between 0 and 65535, got {args.port}")
+    if settings.digest_channel:
+        from bot.scheduler import cron_trigger
+
+        cron_trigger(settings.digest_cron)  # a bad L4_DIGEST_CRON is a one-line error before anything starts
     from bot.app import create_app  # the engine's imports take a moment: only once the settings are fine
     logging.getLogger("l4").setLevel(logging.INFO)
     logging.getLogger("bot").setLevel(logging.INFO)
@@ -30,19 +34,29 @@ def _run(args: argparse.Namespace) -> int:
     except (BoltError, SlackClientError, OSError) as exc:  # auth.test at start: bad token, no network
         print(f"l4 bot: cannot start: {_reason(exc)}", file=sys.stderr)
         return 1
-    if args.http:
-        server = http_server(app, args.host, args.port)
-        host, port = server.server_address[:2]
-        print(f"l4 bot: listening on http://{host}:{port}/slack/events", file=sys.stderr, flush=True)
-        try:
-            server.serve_forever()
-        finally:
-            server.server_close()
+    from bot.scheduler import start_digest_scheduler
+
+    scheduler = start_digest_scheduler(settings, app.client)  # None unless L4_DIGEST_CHANNEL is set
+    if scheduler is not None:
+        print(f"l4 bot: digest to {settings.digest_channel} on '{settings.digest_cron}' (UTC)",
+              file=sys.stderr, flush=True)
+    try:
+        if args.http:
+            server = http_server(app, args.host, args.port)
+            host, port = server.server_address[:2]
+            print(f"l4 bot: listening on http://{host}:{port}/slack/events", file=sys.stderr, flush=True)
+            try:
+                server.serve_forever()
+            finally:
+                server.server_close()
+            return 0
+        handler = socket_mode_handler(app, settings)
+        print("l4 bot: starting in Socket Mode; press Ctrl-C to stop", file=sys.stderr, flush=True)
+        handler.start()
         return 0
-    handler = socket_mode_handler(app, settings)
-    print("l4 bot: starting in Socket Mode; press Ctrl-C to stop", file=sys.stderr, flush=True)
-    handler.start()
-    return 0
+    finally:
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
 
 
 def _reason(exc: BaseException) -> str:

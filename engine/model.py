@@ -173,4 +173,5 @@ def diagnosis_from_dict(d: dict) -> Diagnosis:
         iterations=[IterationFinding(**pick(IterationFinding, i)) for i in d.get("iterations") or []],
         stats=Stats(**pick(Stats, d.get("stats") or {})),
         report=d.get("report"),
+        detail=AnalysisDetail.from_dict(d["detail"]) if isinstance(d.get("detail"), dict) else None,
     )

@@ -117,11 +117,15 @@ def _finding_lines(d: Diagnosis) -> list[str]:
     return lines
 
 
+MIN_NODE_SCORE = 0.05  # nodes scoring lower are not worth a line
+
+
 def _node_block(d: Diagnosis) -> list[Block]:
-    if not d.nodes:
-        return []
+    shown = [n for n in d.nodes[:TOP_NODES] if n.score >= MIN_NODE_SCORE]
+    if not shown:
+        return [_section("*Suspicious nodes:* none stands out")] if d.nodes else []
     rows = []
-    for n in d.nodes[:TOP_NODES]:
+    for n in shown:
         ev = f" — {code(n.events[0], 200)}" if n.events else ""
         rows.append(f"• `{escape(n.node)}` {n.score:.2f}{ev}")
     return [_section("*Suspicious nodes* (score)\n" + "\n".join(rows))]

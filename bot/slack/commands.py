@@ -14,6 +14,7 @@ from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from bot.digest_blocks import DigestInputError, parse_days, post_digest
 from bot.slack.diagnoser import AlreadyRunning
 from bot.slack.mrkdwn import SECTION_LIMIT, escape, fit
 from bot.slack.refs import explicit_job_ref
@@ -78,6 +79,23 @@ def _patterns(ctx: SlashContext, args: list[str]) -> None:
     ctx.ack(text=fit("\n".join(lines), SECTION_LIMIT))
 
 
+def _digest(ctx: SlashContext, args: list[str]) -> None:
+    try:
+        days = parse_days(args[0] if args else "")
+    except DigestInputError as exc:
+        ctx.ack(text=f"{escape(str(exc))}. Usage: `/l4 digest [days]`")
+        return
+    ctx.ack(text=f"Building the digest of the last {days} days; it goes in this channel.")
+    try:
+        post_digest(ctx.client, ctx.channel_id, ctx.bot.knowledge.digest(days))
+    except (SlackApiError, SlackClientError) as exc:
+        why = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+        ctx.respond(text=f"I could not post the digest here ({escape(why)}).", replace_original=False)
+    except Exception as exc:  # noqa: BLE001 - one line for the user, the trace in the bot's log
+        log.exception("digest failed")
+        ctx.respond(text=f"The digest failed: {escape(type(exc).__name__)}.", replace_original=False)
+
+
 def _help(ctx: SlashContext, args: list[str]) -> None:
     lines = ["*L4 diagnoses failed training jobs from their logs.*",
              "Paste a job ID or a failure-report link in a channel I'm in, or mention me with one; "
@@ -89,6 +107,7 @@ def _help(ctx: SlashContext, args: list[str]) -> None:
 SUBCOMMANDS: dict[str, Subcommand] = {
     "diagnose": Subcommand(_diagnose, "diagnose <job>", "diagnose a job (ID or failure-report link)"),
     "patterns": Subcommand(_patterns, "patterns", "what the knowledge base knows"),
+    "digest": Subcommand(_digest, "digest [days]", "recurring faults and repeat offenders (7 days)"),
     "help": Subcommand(_help, "help", "this help"),
 }
 

@@ -18,11 +18,14 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.config import ConfigError, Settings
+from bot.plots import diagnosis_pngs
 from bot.slack.blocks import error_message, note_message, progress_message, summary_message
 from bot.slack.inflight import InFlight, Where
 from bot.slack.mrkdwn import escape
+from bot.slack.uploads import OutFile, upload_files
 from bot.triage import TriageRequest, TriageResult, triage
 from engine.ingest import JobError
+from engine.model import Diagnosis
 from kb import KbError
 
 log = logging.getLogger(__name__)
@@ -127,18 +130,35 @@ class Diagnoser:
         progress = _ProgressMessage(self.client, where.channel, message_ts, ref)
         try:
             req = TriageRequest(job=ref, database_url=self.settings.database_url, requested_at=requested_at,
-                                slack_channel=where.channel, slack_thread_ts=where.thread_ts)
+                                slack_channel=where.channel, slack_thread_ts=where.thread_ts,
+                                settings=self.settings, local_paths=False)
             result = self.run_triage(req, progress=progress.files, on_phase=progress.phase)
             text, blocks = summary_message(result.diagnosis, result.diagnosis_id)
+            diagnosis = result.diagnosis
         except (JobError, KbError, ConfigError) as exc:
             text, blocks = error_message(ref, str(exc))
         except Exception as exc:  # noqa: BLE001 - one line in the thread, the trace in the bot's log
             log.exception("diagnosis of %s failed", ref)
             text, blocks = error_message(ref, f"internal error ({type(exc).__name__}); the bot's log "
                                               "has the details")
+        else:
+            progress.final(text, blocks)
+            self._attach_plots(ref, where, diagnosis)
+            return
         finally:
             self.inflight.release(ref)
         progress.final(text, blocks)
+
+    def _attach_plots(self, ref: str, where: Where, diagnosis: Diagnosis) -> None:
+        """The diagnosis' plots (node scores, iterations, node × event heat map) into the thread."""
+        try:
+            files = [OutFile(name, png, name.rsplit(".", 1)[0].replace("-", " "))
+                     for name, png in diagnosis_pngs(diagnosis)]
+            upload_files(self.client, where.channel, where.thread_ts, files)
+        except (SlackApiError, SlackClientError) as exc:  # plots are a bonus; the summary is posted
+            log.warning("cannot attach the plots of %s: %s", ref, _why(exc))
+        except Exception:  # noqa: BLE001 - a plotting bug must not look like a failed diagnosis
+            log.exception("plots of %s failed", ref)
 
 
 class _ProgressMessage:

@@ -15,6 +15,7 @@ from sqlmodel import select
 from bot.slack.modals import ConfirmForm
 from kb import KbError, diagnoses, feedback
 from kb import db as kbdb
+from kb.digest import Digest, compute_digest
 from kb.models import FaultPattern
 
 
@@ -88,3 +89,8 @@ class Knowledge:
         confirmed = sorted((p for p in rows if p.source == "confirmed"), key=lambda p: p.created_at,
                            reverse=True)[:recent]
         return per_category, confirmed
+
+    def digest(self, days: int) -> Digest:
+        """The recurring-fault digest of the last ``days`` days (kb.digest)."""
+        with kbdb.session(self.engine) as s:
+            return compute_digest(s, days=days)

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from bot.config import Settings
+from bot.sources.netguard import host_allowed
 
 _ANGLE = re.compile(r"<([^<>]*)>")
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -19,13 +20,16 @@ MAX_REFS = 5  # jobs started by one message
 
 
 def is_report_link(url: str, report_hosts: list[str]) -> bool:
-    """True when ``url`` is an http(s) link to one of the configured failure-report hosts."""
+    """True when ``url`` is an http(s) link to one of the configured failure-report hosts, with the
+    fetcher's own host rule (``bot.sources.netguard.host_allowed``: exact names, ``*.domain``, IPs)."""
     try:
         parsed = urlparse(url)
+        host = parsed.hostname or ""
     except ValueError:
         return False
-    host = (parsed.hostname or "").lower()
-    return parsed.scheme in ("http", "https") and bool(host) and host in report_hosts
+    if parsed.scheme not in ("http", "https") or not host:
+        return False
+    return host_allowed(host, Settings(report_hosts=report_hosts))
 
 
 def _split_links(text: str) -> tuple[list[str], str]:
