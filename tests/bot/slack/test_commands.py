@@ -1,4 +1,4 @@
-"""The /l4 slash command over signed HTTP requests: diagnose, patterns, help, unknown."""
+"""The /l4 slash command over signed HTTP requests: diagnose, patterns, digest, help, unknown."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,3 +43,16 @@ def test_diagnose_in_a_channel_the_bot_is_not_in(tmp_path: Path, log_root: Path)
         assert "not_in_channel" in said.params["text"] and "/invite" in said.params["text"]
         assert bot.services.diagnoser.wait_idle(5)
         assert not bot.services.diagnoser.inflight.running()
+
+
+def test_digest_is_posted_in_the_channel_with_its_plot(tmp_path: Path, log_root: Path):
+    with BotHarness(tmp_path, log_root=log_root) as bot:
+        assert "from 1 to 365" in _command(bot, "digest 0").text
+        r = _command(bot, "diagnose job-0001")
+        assert r.status == 200
+        bot.wait_summary("job-0001")  # one diagnosis in the knowledge base
+        r = _command(bot, "digest 3")
+        assert r.status == 200 and "last 3 days" in r.text
+        digest = bot.wait_post_containing("L4 digest")
+        assert digest.params["channel"] == "C1" and not digest.params.get("thread_ts")
+        assert "/l4 digest [days]" in _command(bot, "help").text

@@ -93,9 +93,16 @@ def test_not_the_cause_and_full_report(tmp_path: Path, log_root: Path):
         bot.click("l4_reject", summary, DEV)  # said twice: recorded once, told privately
         bot.slack.wait_for_call("chat.postEphemeral", where=lambda c: "already" in c.params["text"])
 
+        bot.slack.wait_for(lambda s: any(u.completed and u.filename.endswith(".png")
+                                         for u in s.uploads.values()))
+        pngs = [u for u in bot.slack.uploads.values() if u.filename.endswith(".png")]
+        assert all(u.thread_ts == bot.thread_of(summary) and u.content.startswith(b"\x89PNG") for u in pngs)
+        assert any(u.filename.endswith("node-scores.png") for u in pngs)
+
         bot.click("l4_report", summary, DEV)
-        bot.slack.wait_for_call("files.completeUploadExternal")
-        (up,) = bot.slack.uploads.values()
+        bot.slack.wait_for(lambda s: any(u.completed and u.filename.endswith(".html")
+                                         for u in s.uploads.values()))
+        (up,) = [u for u in bot.slack.uploads.values() if u.filename.endswith(".html")]
         assert up.completed and up.thread_ts == bot.thread_of(summary) and up.channel == "C1"
         assert up.filename.endswith(".html") and b"MyStore client lost lease" in up.content
         assert b"<!channel>" not in up.content
