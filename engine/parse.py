@@ -18,6 +18,7 @@ from drain3.template_miner_config import TemplateMinerConfig
 from engine.executors import Executor, choose_executor
 from engine.headers import parse_header
 from engine.ingest import JobSpec, discover
+from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
 from engine.model import ParsedJob, Stats, TemplateStat
 from engine.scan import FileScan, scan_file
@@ -116,7 +117,7 @@ class _JobBuilder:
         self.by_cluster: dict[int, TemplateStat] = {}
         self.levels: dict[int, str | None] = {}
         self.node_counts: dict[str, dict[int, int]] = {}
-        self.iterations: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
+        self.iterations: dict[str, IterationRuns] = {}
         self.file_nodes: dict[str, str] = {}
         self.node_last_ts: dict[str, str] = {}
         self.node_last_iter: dict[str, int] = {}
@@ -170,10 +171,11 @@ class _JobBuilder:
         if scan.truncated_tail is not None:
             cid = local_to_cluster[scan.truncated_tail]
             self.truncated_tails[cid] = self.truncated_tails.get(cid, 0) + 1
-        if scan.iters:
+        if scan.runs:
             seqs = [tuple(local_to_cluster[i] for i in seq) for seq in scan.seqs]
-            self.iterations[scan.path] = [(it, seqs[idx]) for it, idx in scan.iters]
-            last_iter = max(it for it, _ in scan.iters)
+            its = self.iterations[scan.path] = IterationRuns(scan.runs, seqs)
+            last_iter = its.max_iteration()
+            assert last_iter is not None
             self.node_last_iter[scan.node] = max(self.node_last_iter.get(scan.node, last_iter), last_iter)
         if scan.last_ts and scan.last_ts > self.node_last_ts.get(scan.node, ""):
             self.node_last_ts[scan.node] = scan.last_ts
@@ -203,10 +205,8 @@ class _JobBuilder:
             node_counts={
                 n: {index[c]: v for c, v in counts.items()} for n, counts in self.node_counts.items()
             },
-            iterations={
-                f: [(it, tuple(index[c] for c in seq)) for it, seq in its]
-                for f, its in self.iterations.items()
-            },
+            iterations={f: its.map_seqs(lambda seq: tuple(index[c] for c in seq))
+                        for f, its in self.iterations.items()},
             file_nodes=self.file_nodes,
             node_last_ts=self.node_last_ts,
             node_last_iter=self.node_last_iter,
