@@ -189,7 +189,7 @@ def iter_chunks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[C
                 body = data[first_nl + 1:nl] if first_nl < nl else None
                 skipping = False
             else:
-                body = carry + data[:nl]
+                body = carry + memoryview(data)[:nl]  # one copy
             carry = data[nl + 1:]
             if len(carry) > MAX_LINE:
                 report.long_lines_cut += 1

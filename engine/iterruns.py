@@ -26,10 +26,24 @@ def _run_arrays(run: Run) -> tuple[np.ndarray, np.ndarray]:
     """The iteration numbers and sequence indexes of one run."""
     first, count, deltas, seqs = run
     p = len(seqs)
+    if p == 1:
+        return first + deltas[0] * np.arange(count, dtype=np.int64), np.full(count, seqs[0], dtype=np.int64)
     j = np.arange(count)
     d = np.asarray(deltas, dtype=np.int64)[j % p]
     d[0] = 0
     return first + np.cumsum(d), np.asarray(seqs, dtype=np.int64)[j % p]
+
+
+def _run_max(run: Run) -> int:
+    """The largest iteration number of one run: entry j + p is entry j moved by sum(deltas)."""
+    first, count, deltas, seqs = run
+    p = len(seqs)
+    head = _run_arrays((first, min(count, p), deltas, seqs))[0]
+    if count <= p:
+        return int(head.max())
+    j = np.arange(count - p, count)
+    tail = head[j % p] + (j // p) * sum(deltas)
+    return int(max(head.max(), tail.max()))
 
 
 class RunBuilder:
@@ -171,7 +185,7 @@ class IterationRuns(Sequence[tuple[int, Seq]]):
     def max_iteration(self) -> int | None:
         if not self._runs:
             return None
-        return int(max(_run_arrays(r)[0].max() for r in self._runs))
+        return max(_run_max(r) for r in self._runs)
 
     def map_seqs(self, fn: Callable[[Seq], Seq]) -> IterationRuns:
         """The same runs with every distinct sequence passed through `fn`."""

@@ -16,7 +16,7 @@ from drain3 import TemplateMiner
 from drain3.template_miner_config import TemplateMinerConfig
 
 from engine.executors import Executor, choose_executor
-from engine.headers import parse_header
+from engine.headers import parse_header, timestamp
 from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
@@ -48,6 +48,7 @@ def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUST
 class KeyInfo:
     cluster: int
     level: str | None
+    text: str = ""  # the pre-key, decoded
 
 
 class TemplateTable:
@@ -61,13 +62,14 @@ class TemplateTable:
     def lookup(self, key: bytes) -> KeyInfo:
         info = self.by_key.get(key)
         if info is None:
-            header = parse_header(key.decode("utf-8", "replace"))
+            text = key.decode("utf-8", "replace")
+            header = parse_header(text)
             masked = mask(header.message) or MASK
             cid = self.by_masked.get(masked)
             if cid is None:
                 cid = self.miner.add_log_message(masked)["cluster_id"]
                 self.by_masked[masked] = cid
-            info = KeyInfo(cid, header.level)
+            info = KeyInfo(cid, header.level, text)
             self.by_key[key] = info
         return info
 
@@ -155,14 +157,14 @@ class _JobBuilder:
                 self.levels[cid] = info.level
             line = scan.first_line[lid].decode("utf-8", "replace")
             self._add_example(stat, line, scan.node)
-            ts = parse_header(line, scan.year).ts
+            ts = timestamp(line, scan.year, info.text)
             if ts:
                 if stat.first_seen is None or ts < stat.first_seen:
                     stat.first_seen = ts
                 if ts < node_first.get(cid, "~"):
                     node_first[cid] = ts
             if count > 1:
-                ts = parse_header(scan.last_line[lid].decode("utf-8", "replace"), scan.year).ts
+                ts = timestamp(scan.last_line[lid].decode("utf-8", "replace"), scan.year, info.text)
             if ts and (stat.last_seen is None or ts > stat.last_seen):
                 stat.last_seen = ts
             first, last = scan.first_pos[lid], scan.last_pos[lid]

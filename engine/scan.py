@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
-from engine.headers import parse_header
+from engine.headers import parse_header, timestamp
 from engine.ingest import Chunk, RankFile, ReadReport, iter_chunks
 from engine.iterruns import Run, RunBuilder
 from engine.rules import load
@@ -68,6 +69,7 @@ class FileScan:
     year: int = 1970
 
 
+@lru_cache(maxsize=1 << 16)
 def _marker_span(key: bytes) -> tuple[int, int] | None:
     """Where the iteration number sits in lines with pre-key `key` (offset, digits), if a marker.
 
@@ -156,14 +158,15 @@ class _KeyTable:
         """The iteration numbers of the marker lines `at` of `chunk`, read from their digit bytes."""
         lids = ids[at]
         width = self.marker_len[lids]
-        start = chunk.starts[at] + self.marker_off[lids]
+        if not len(at):
+            return np.zeros(0, dtype=np.int64)
+        w = int(width.max())
+        end = chunk.starts[at] + self.marker_off[lids] + width  # digits right-aligned in a w-wide window
+        cols = np.arange(-w, 0)
         buf = np.frombuffer(chunk.data, dtype=np.uint8)
-        nums = np.zeros(len(at), dtype=np.int64)
-        for k in range(int(width.max(initial=0))):
-            live = width > k
-            digit = buf[np.where(live, start + k, 0)].astype(np.int64) - 48
-            nums = np.where(live, nums * 10 + digit, nums)
-        return nums
+        digits = buf[np.maximum(end[:, None] + cols, 0)].astype(np.int64) - 48
+        digits[cols[None, :] < -width[:, None]] = 0
+        return digits @ (10 ** np.arange(w - 1, -1, -1, dtype=np.int64))
 
     def finish(self) -> None:
         n = len(self.local)
@@ -326,9 +329,9 @@ def scan_file(rank_file: RankFile) -> FileScan:
     return scan
 
 
-def _first_ts(lines, year: int) -> str | None:
+def _first_ts(lines: Iterable[bytes], year: int) -> str | None:
     for raw in lines:
-        ts = parse_header(raw.decode("utf-8", "replace"), year).ts
+        ts = timestamp(raw.decode("utf-8", "replace"), year)
         if ts:
             return ts
     return None
