@@ -153,6 +153,8 @@ def _series(path: str, node: str, iterations: np.ndarray, dists: np.ndarray, mu:
     step = max(1, len(iterations) // SERIES_POINTS)
     keep = set(flagged)
     idx = np.flatnonzero((np.arange(len(iterations)) % step == 0) | np.isin(iterations, list(keep)))
+    distinct, inverse = np.unique(dists[idx], return_inverse=True)  # few distinct distances: round each once
+    rounded = np.array([round(d, 4) for d in distinct.tolist()], dtype=np.double)[inverse.reshape(-1)]
     return IterationSeries(file=path, node=node, iterations=iterations[idx].tolist(),
-                           distances=[round(d, 4) for d in dists[idx].tolist()], mean=round(mu, 4),
+                           distances=rounded.tolist(), mean=round(mu, 4),
                            std=round(sd, 4), threshold=round(mu + SIGMA * sd, 4), flagged=sorted(keep))
