@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from engine.headers import parse_header, timestamp
-from engine.ingest import Chunk, RankFile, ReadReport, iter_chunks
+from engine.ingest import CHUNK, Chunk, RankFile, ReadReport, iter_chunks
 from engine.iterruns import Run, RunBuilder
 from engine.rules import load
 
@@ -290,8 +290,8 @@ def _hash_mults() -> tuple[np.ndarray, np.ndarray]:
 _HASH_MULTS = _hash_mults()
 
 
-def scan_file(rank_file: RankFile) -> FileScan:
-    """Scan one rank file (plain, .gz or .zst); never raises for bad content."""
+def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
+    """Scan one rank file (plain, .gz or .zst), `chunk` bytes at a time; never raises for bad content."""
     scan = FileScan(path=rank_file.path, node=rank_file.node)
     try:
         scan.year = time.gmtime(os.stat(rank_file.path).st_mtime).tm_year
@@ -302,18 +302,18 @@ def scan_file(rank_file: RankFile) -> FileScan:
     seg = _Segmenter()
     tail: list[bytes] = []
     pos = 0
-    for chunk in iter_chunks(rank_file.path, report):
-        keys = chunk.data.translate(_ZERO_DIGITS).split(b"\n")
+    for block in iter_chunks(rank_file.path, report, chunk):
+        keys = block.data.translate(_ZERO_DIGITS).split(b"\n")
         n = len(keys)
-        ids = table.ids(keys, chunk, pos)
-        table.count(ids, chunk, pos)
+        ids = table.ids(keys, block, pos)
+        table.count(ids, block, pos)
         is_marker = (table.marker_len > 0)[ids]
         at = np.flatnonzero(is_marker)
         if len(at) or seg.current is not None:
-            seg.feed(ids, is_marker, at, table.marker_numbers(ids, at, chunk))
-        tail = (tail + [chunk.line(i) for i in range(max(0, n - TAIL_LINES), n)])[-TAIL_LINES:]
+            seg.feed(ids, is_marker, at, table.marker_numbers(ids, at, block))
+        tail = (tail + [block.line(i) for i in range(max(0, n - TAIL_LINES), n)])[-TAIL_LINES:]
         if scan.first_ts is None:
-            scan.first_ts = _first_ts((chunk.line(i) for i in range(min(n, TAIL_LINES))), scan.year)
+            scan.first_ts = _first_ts((block.line(i) for i in range(min(n, TAIL_LINES))), scan.year)
         pos += n
     seg.finish()
     table.finish()
