@@ -75,14 +75,40 @@ def _marker_span(key: bytes) -> tuple[int, int] | None:
 
     A pre-key has the byte layout of every line it stands for (digits are only turned into "0"),
     so the number is read from the same bytes of each line, without a regex per line."""
-    msg = parse_header(key.decode("utf-8", "replace")).message
-    if iteration_of(msg) is None:
+    text = key.decode("utf-8", "replace")
+    if iteration_of(parse_header(text).message) is None:
         return None
-    for rx in _marker_bytes_regexes():
-        m = rx.search(key)
+    span = None
+    if key.isascii():
+        char = _str_span(text)
+        span = (char[0], char[1] - char[0]) if char is not None else None
+    else:
+        try:  # character offsets → byte offsets, exact when the key is valid UTF-8
+            strict = key.decode("utf-8")
+        except UnicodeDecodeError:
+            strict = None
+        if strict is not None:
+            char = _str_span(strict)
+            if char is not None:
+                a = len(strict[:char[0]].encode("utf-8"))
+                span = (a, len(strict[char[0]:char[1]].encode("utf-8")))
+        else:
+            for rx in _marker_bytes_regexes():
+                m = rx.search(key)
+                if m:
+                    span = (m.start(1), m.end(1) - m.start(1))
+                    break
+    if span is None or not 0 < span[1] <= MAX_DIGITS or key[span[0]:span[0] + span[1]].strip(b"0"):
+        return None  # only ASCII digits (all "0" in a pre-key) are read
+    return span
+
+
+def _str_span(text: str) -> tuple[int, int] | None:
+    """(start, end) of the iteration number in `text`, by the first marker regex that finds one."""
+    for rx in marker_regexes():
+        m = rx.search(text)
         if m:
-            width = m.end(1) - m.start(1)
-            return (m.start(1), width) if 0 < width <= MAX_DIGITS else None
+            return m.start(1), m.end(1)
     return None
 
 
