@@ -81,3 +81,45 @@ def parse_header(line: str, year: int = 1970) -> Header:
                 level = lv
                 break
     return Header(ts=ts, level=level, rank=rank, message=message)
+
+
+_ZERO_DIGITS = str.maketrans("0123456789", "0000000000")
+_TS_GROUPS = ("date", "time", "gmon", "gday", "mon", "day")
+Layout = tuple[tuple[str, int, int], ...]  # (timestamp group, start, end) in the line
+
+
+@lru_cache(maxsize=1 << 16)
+def _ts_layout(key: str) -> Layout | None:
+    """Where `parse_header` finds the timestamp in lines shaped like `key` (digits as "0"), if it does.
+
+    Prefix regexes treat every digit alike, so all lines with one pre-key match the same prefixes at
+    the same offsets: the header is parsed once per pre-key, and each line's timestamp is sliced out."""
+    prefixes, _, _ = _rules()
+    rest, base = key, 0
+    for _ in range(6):
+        for rx in prefixes:
+            m = rx.match(rest)
+            if m is None:
+                continue
+            g = m.groupdict()
+            if _iso(g, 1970) is not None:
+                return tuple((name, base + m.start(name), base + m.end(name))
+                             for name in _TS_GROUPS if g.get(name) is not None)
+            if m.end() == 0:
+                return None
+            base += m.end()
+            rest = rest[m.end():]
+            break
+        else:
+            return None
+    return None
+
+
+def timestamp(line: str, year: int = 1970, key: str | None = None) -> str | None:
+    """`parse_header(line, year).ts`, fast for lines whose pre-key (`key`, digits as "0") was seen."""
+    layout = _ts_layout(key if key is not None else line.translate(_ZERO_DIGITS))
+    if layout is None:
+        return None
+    g: dict[str, str | None] = {name: line[a:b] for name, a, b in layout}
+    return _iso(g, year)
+

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import numpy as np
+
 MAX_LINE = 64 * 1024  # bytes; longer lines are cut (and counted)
 CHUNK = 8 * 1024 * 1024
 _SKIP_NAMES = {"job.json", "truth.json"}
@@ -113,8 +115,43 @@ class ReadReport:
     truncated_tail: bool = False  # the last line has no line end (the writer died mid-line?)
 
 
-def iter_blocks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[list[bytes]]:
-    """Lists of raw lines (no line ends), at most MAX_LINE bytes each, read in large blocks.
+@dataclass(frozen=True)
+class Chunk:
+    """Whole lines of a file, joined by b"\n" (no final line end), with where each line starts.
+
+    `starts` has one entry more than there are lines (len(data) + 1), so line i is
+    data[starts[i]:starts[i + 1] - 1].
+    """
+
+    data: bytes
+    starts: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def line(self, i: int) -> bytes:
+        return self.data[self.starts[i]:self.starts[i + 1] - 1]
+
+    def lines(self) -> list[bytes]:
+        return self.data.split(b"\n")
+
+
+def _chunk(body: bytes, report: ReadReport) -> Chunk:
+    """`body` as a Chunk, its over-long lines cut to MAX_LINE (and counted)."""
+    nl = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 10)
+    starts = np.empty(len(nl) + 2, dtype=np.int64)
+    starts[0] = 0
+    starts[1:-1] = nl + 1
+    starts[-1] = len(body) + 1
+    if len(body) > MAX_LINE and int(np.diff(starts).max()) - 1 > MAX_LINE:
+        lines = body.split(b"\n")
+        report.long_lines_cut += sum(1 for ln in lines if len(ln) > MAX_LINE)
+        return _chunk(b"\n".join(ln[:MAX_LINE] for ln in lines), report)
+    return Chunk(body, starts)
+
+
+def iter_chunks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[Chunk]:
+    """Chunks of whole lines, each at most MAX_LINE bytes, read in large blocks.
 
     A truncated last line is kept; a read error (corrupt gzip...) ends the file and is noted in
     `report.error`, and the lines before it are still yielded.
@@ -143,30 +180,33 @@ def iter_blocks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[l
                 carry += data
                 if len(carry) > MAX_LINE:
                     report.long_lines_cut += 1
-                    yield [carry[:MAX_LINE]]
+                    yield _chunk(carry[:MAX_LINE], report)
                     carry, skipping = b"", True
                 continue
-            tail = data[nl + 1:]
+            body: bytes | None
             if skipping:  # the rest of an over-long line runs to the first newline
                 first_nl = data.find(b"\n")
-                lines = data[first_nl + 1:nl].split(b"\n") if first_nl < nl else []
+                body = data[first_nl + 1:nl] if first_nl < nl else None
                 skipping = False
             else:
-                lines = (carry + data[:nl]).split(b"\n")
-            carry = tail
+                body = carry + memoryview(data)[:nl]  # one copy
+            carry = data[nl + 1:]
             if len(carry) > MAX_LINE:
                 report.long_lines_cut += 1
-                lines.append(carry[:MAX_LINE])
+                head = carry[:MAX_LINE]
+                body = head if body is None else body + b"\n" + head
                 carry, skipping = b"", True
-            if lines and max(map(len, lines)) > MAX_LINE:
-                cut = [ln[:MAX_LINE] if len(ln) > MAX_LINE else ln for ln in lines]
-                report.long_lines_cut += sum(1 for ln in lines if len(ln) > MAX_LINE)
-                lines = cut
-            if lines:
-                yield lines
+            if body is not None:
+                yield _chunk(body, report)
         if carry and not skipping:
             report.truncated_tail = True
-            yield [carry]
+            yield _chunk(carry, report)
+
+
+def iter_blocks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[list[bytes]]:
+    """Lists of raw lines (no line ends), at most MAX_LINE bytes each: `iter_chunks`, split."""
+    for c in iter_chunks(path, report, chunk):
+        yield c.lines()
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,6 +1,7 @@
 """Plain dataclasses the engine returns; no Slack, no database."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 SCHEMA = "l4.diagnosis/v1"
@@ -140,8 +141,9 @@ class ParsedJob:
     templates: list[TemplateStat] = field(default_factory=list)  # index = event id
     # per node: event id -> count
     node_counts: dict[str, dict[int, int]] = field(default_factory=dict)
-    # per rank file: list of (iteration, tuple of event ids in order, capped)
-    iterations: dict[str, list[tuple[int, tuple[int, ...]]]] = field(default_factory=dict)
+    # per rank file: (iteration, tuple of event ids in order, capped) for each iteration; a sequence
+    # that reads like a list (engine.iterruns.IterationRuns: run-length encoded, small in memory)
+    iterations: dict[str, Sequence[tuple[int, tuple[int, ...]]]] = field(default_factory=dict)
     file_nodes: dict[str, str] = field(default_factory=dict)  # rank file -> node
     # per node: last timestamp seen (ISO) and last iteration reached, for the silence signal
     node_last_ts: dict[str, str] = field(default_factory=dict)

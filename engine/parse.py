@@ -16,8 +16,9 @@ from drain3 import TemplateMiner
 from drain3.template_miner_config import TemplateMinerConfig
 
 from engine.executors import Executor, choose_executor
-from engine.headers import parse_header
+from engine.headers import parse_header, timestamp
 from engine.ingest import JobSpec, discover
+from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
 from engine.model import ParsedJob, Stats, TemplateStat
 from engine.scan import FileScan, scan_file
@@ -47,6 +48,7 @@ def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUST
 class KeyInfo:
     cluster: int
     level: str | None
+    text: str = ""  # the pre-key, decoded
 
 
 class TemplateTable:
@@ -60,13 +62,14 @@ class TemplateTable:
     def lookup(self, key: bytes) -> KeyInfo:
         info = self.by_key.get(key)
         if info is None:
-            header = parse_header(key.decode("utf-8", "replace"))
+            text = key.decode("utf-8", "replace")
+            header = parse_header(text)
             masked = mask(header.message) or MASK
             cid = self.by_masked.get(masked)
             if cid is None:
                 cid = self.miner.add_log_message(masked)["cluster_id"]
                 self.by_masked[masked] = cid
-            info = KeyInfo(cid, header.level)
+            info = KeyInfo(cid, header.level, text)
             self.by_key[key] = info
         return info
 
@@ -116,7 +119,7 @@ class _JobBuilder:
         self.by_cluster: dict[int, TemplateStat] = {}
         self.levels: dict[int, str | None] = {}
         self.node_counts: dict[str, dict[int, int]] = {}
-        self.iterations: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
+        self.iterations: dict[str, IterationRuns] = {}
         self.file_nodes: dict[str, str] = {}
         self.node_last_ts: dict[str, str] = {}
         self.node_last_iter: dict[str, int] = {}
@@ -154,14 +157,14 @@ class _JobBuilder:
                 self.levels[cid] = info.level
             line = scan.first_line[lid].decode("utf-8", "replace")
             self._add_example(stat, line, scan.node)
-            ts = parse_header(line, scan.year).ts
+            ts = timestamp(line, scan.year, info.text)
             if ts:
                 if stat.first_seen is None or ts < stat.first_seen:
                     stat.first_seen = ts
                 if ts < node_first.get(cid, "~"):
                     node_first[cid] = ts
             if count > 1:
-                ts = parse_header(scan.last_line[lid].decode("utf-8", "replace"), scan.year).ts
+                ts = timestamp(scan.last_line[lid].decode("utf-8", "replace"), scan.year, info.text)
             if ts and (stat.last_seen is None or ts > stat.last_seen):
                 stat.last_seen = ts
             first, last = scan.first_pos[lid], scan.last_pos[lid]
@@ -170,10 +173,11 @@ class _JobBuilder:
         if scan.truncated_tail is not None:
             cid = local_to_cluster[scan.truncated_tail]
             self.truncated_tails[cid] = self.truncated_tails.get(cid, 0) + 1
-        if scan.iters:
+        if scan.runs:
             seqs = [tuple(local_to_cluster[i] for i in seq) for seq in scan.seqs]
-            self.iterations[scan.path] = [(it, seqs[idx]) for it, idx in scan.iters]
-            last_iter = max(it for it, _ in scan.iters)
+            its = self.iterations[scan.path] = IterationRuns(scan.runs, seqs)
+            last_iter = its.max_iteration()
+            assert last_iter is not None
             self.node_last_iter[scan.node] = max(self.node_last_iter.get(scan.node, last_iter), last_iter)
         if scan.last_ts and scan.last_ts > self.node_last_ts.get(scan.node, ""):
             self.node_last_ts[scan.node] = scan.last_ts
@@ -203,10 +207,8 @@ class _JobBuilder:
             node_counts={
                 n: {index[c]: v for c, v in counts.items()} for n, counts in self.node_counts.items()
             },
-            iterations={
-                f: [(it, tuple(index[c] for c in seq)) for it, seq in its]
-                for f, its in self.iterations.items()
-            },
+            iterations={f: its.map_seqs(lambda seq: tuple(index[c] for c in seq))
+                        for f, its in self.iterations.items()},
             file_nodes=self.file_nodes,
             node_last_ts=self.node_last_ts,
             node_last_iter=self.node_last_iter,

@@ -11,19 +11,21 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
-from engine.headers import parse_header
-from engine.ingest import RankFile, ReadReport, iter_blocks
+from engine.headers import parse_header, timestamp
+from engine.ingest import CHUNK, Chunk, RankFile, ReadReport, iter_chunks
+from engine.iterruns import Run, RunBuilder
 from engine.rules import load
 
 _ZERO_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 SEQ_CAP = 256  # events kept per iteration (consecutive repeats collapse first)
 TAIL_LINES = 64  # lines kept from the end of a file to find its last timestamp
+MAX_DIGITS = 18  # longer iteration numbers do not fit an int64
 
 
 @lru_cache(maxsize=1)
@@ -38,6 +40,11 @@ def iteration_of(message: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
+
+
+@lru_cache(maxsize=1)
+def _marker_bytes_regexes() -> list[re.Pattern[bytes]]:
+    return [re.compile(rx.pattern.encode("utf-8")) for rx in marker_regexes()]
 
 
 @dataclass
@@ -55,135 +62,302 @@ class FileScan:
     first_pos: list[int] = field(default_factory=list)
     last_pos: list[int] = field(default_factory=list)
     seqs: list[tuple[int, ...]] = field(default_factory=list)  # distinct per-iteration sequences (local ids)
-    iters: list[tuple[int, int]] = field(default_factory=list)  # (iteration, index into seqs)
+    runs: list[Run] = field(default_factory=list)  # iterations as runs over seqs (see `iterruns`)
     first_ts: str | None = None
     last_ts: str | None = None
     truncated_tail: int | None = None  # local id of a last line cut off without a line end
     year: int = 1970
 
 
-def _is_marker(key: bytes) -> bool:
-    msg = parse_header(key.decode("utf-8", "replace")).message
-    return iteration_of(msg) is not None
+@lru_cache(maxsize=1 << 16)
+def _marker_span(key: bytes) -> tuple[int, int] | None:
+    """Where the iteration number sits in lines with pre-key `key` (offset, digits), if a marker.
+
+    A pre-key has the byte layout of every line it stands for (digits are only turned into "0"),
+    so the number is read from the same bytes of each line, without a regex per line."""
+    text = key.decode("utf-8", "replace")
+    if iteration_of(parse_header(text).message) is None:
+        return None
+    span = None
+    if key.isascii():
+        char = _str_span(text)
+        span = (char[0], char[1] - char[0]) if char is not None else None
+    else:
+        try:  # character offsets → byte offsets, exact when the key is valid UTF-8
+            strict = key.decode("utf-8")
+        except UnicodeDecodeError:
+            strict = None
+        if strict is not None:
+            char = _str_span(strict)
+            if char is not None:
+                a = len(strict[:char[0]].encode("utf-8"))
+                span = (a, len(strict[char[0]:char[1]].encode("utf-8")))
+        else:
+            for rx in _marker_bytes_regexes():
+                m = rx.search(key)
+                if m:
+                    span = (m.start(1), m.end(1) - m.start(1))
+                    break
+    if span is None or not 0 < span[1] <= MAX_DIGITS or key[span[0]:span[0] + span[1]].strip(b"0"):
+        return None  # only ASCII digits (all "0" in a pre-key) are read
+    return span
 
 
-class _Segmenter:
-    """Cuts a file's id stream at iteration markers into per-iteration event sequences."""
+def _str_span(text: str) -> tuple[int, int] | None:
+    """(start, end) of the iteration number in `text`, by the first marker regex that finds one."""
+    for rx in marker_regexes():
+        m = rx.search(text)
+        if m:
+            return m.start(1), m.end(1)
+    return None
+
+
+class _KeyTable:
+    """A file's distinct pre-keys (local ids in order of first appearance) and their statistics."""
 
     def __init__(self, scan: FileScan) -> None:
         self.scan = scan
-        self.seq_index: dict[tuple[int, ...], int] = {}
-        self.current: int | None = None  # iteration the open segment belongs to
-        self.pending: list[np.ndarray] = []
-        self.step = 1
-        self.prev_marker: int | None = None
+        self.local: dict[bytes, int] = {}
+        self.counts = np.zeros(64, dtype=np.int64)
+        self.first_pos = np.zeros(64, dtype=np.int64)
+        self.last_pos = np.zeros(64, dtype=np.int64)
+        self.marker_off = np.zeros(64, dtype=np.int64)
+        self.marker_len = np.zeros(64, dtype=np.int64)  # 0: not an iteration marker
 
-    def feed(self, ids: np.ndarray, is_marker: np.ndarray, lines: list[bytes]) -> None:
-        pos = np.flatnonzero(is_marker[ids])
-        start = 0
-        for p in pos.tolist():
-            if self.current is not None:
-                self.pending.append(ids[start:p])
-                self._close()
-            number = _marker_number(lines[p])
-            if number is None:
-                start = p + 1
-                continue
-            if self.prev_marker is not None and number > self.prev_marker:
-                self.step = number - self.prev_marker
-            self.prev_marker = number
-            self.current = number + self.step
-            start = p + 1
-        if self.current is not None and start < len(ids):
-            self.pending.append(ids[start:])
+    def ids(self, keys: list[bytes], chunk: Chunk, pos: int) -> np.ndarray:
+        """Local ids of `keys` (the pre-keys of `chunk`, whose first line is line `pos` of the file)."""
+        n = len(keys)
+        try:
+            return np.fromiter(map(self.local.__getitem__, keys), dtype=np.int64, count=n)
+        except KeyError:
+            pass
+        base = len(self.local)
+        fresh = list(set(keys).difference(self.local))
+        for k in fresh:
+            self.local[k] = len(self.local)
+        ids = np.fromiter(map(self.local.__getitem__, keys), dtype=np.int64, count=n)
+        _, first = np.unique(ids[ids >= base], return_index=True)  # provisional ids in sorted order
+        first = np.flatnonzero(ids >= base)[first]
+        order = np.argsort(first, kind="stable")  # new ids by first appearance
+        remap = np.arange(len(self.local), dtype=np.int64)
+        remap[base + order] = base + np.arange(len(order))
+        ids = remap[ids]
+        for k in fresh:
+            self.local[k] = int(remap[self.local[k]])
+        self._grow(len(self.local))
+        sc = self.scan
+        for r, i in enumerate(first[order].tolist()):
+            lid = base + r
+            line = chunk.line(i)
+            key = keys[i]
+            sc.keys.append(key)
+            sc.first_line.append(line)
+            sc.last_line.append(line)
+            self.first_pos[lid] = pos + i
+            span = _marker_span(key)
+            if span is not None:
+                self.marker_off[lid], self.marker_len[lid] = span
+        return ids
 
-    def _close(self) -> None:
-        seg = (
-            np.concatenate(self.pending)
-            if len(self.pending) > 1
-            else (self.pending[0] if self.pending else np.empty(0, np.int32))
-        )
-        self.pending = []
-        if len(seg):
-            seg = seg[np.concatenate(([True], seg[1:] != seg[:-1]))]
-        seq = tuple(seg[:SEQ_CAP].tolist())
-        idx = self.seq_index.setdefault(seq, len(self.seq_index))
-        if idx == len(self.scan.seqs):
-            self.scan.seqs.append(seq)
-        assert self.current is not None
-        self.scan.iters.append((self.current, idx))
+    def _grow(self, size: int) -> None:
+        if size <= len(self.counts):
+            return
+        new = max(size, 2 * len(self.counts))
+        for name in ("counts", "first_pos", "last_pos", "marker_off", "marker_len"):
+            old = getattr(self, name)
+            arr = np.zeros(new, dtype=old.dtype)
+            arr[: len(old)] = old
+            setattr(self, name, arr)
+
+    def count(self, ids: np.ndarray, chunk: Chunk, pos: int) -> None:
+        """Counts and last appearances of the ids of one chunk."""
+        n = len(ids)
+        self.counts[: len(self.local)] += np.bincount(ids, minlength=len(self.local))
+        rev_u, rev_first = np.unique(ids[::-1], return_index=True)
+        last = n - 1 - rev_first
+        self.last_pos[rev_u] = pos + last
+        last_line = self.scan.last_line
+        for lid, i in zip(rev_u.tolist(), last.tolist(), strict=True):
+            last_line[lid] = chunk.line(i)
+
+    def marker_numbers(self, ids: np.ndarray, at: np.ndarray, chunk: Chunk) -> np.ndarray:
+        """The iteration numbers of the marker lines `at` of `chunk`, read from their digit bytes."""
+        lids = ids[at]
+        width = self.marker_len[lids]
+        if not len(at):
+            return np.zeros(0, dtype=np.int64)
+        w = int(width.max())
+        end = chunk.starts[at] + self.marker_off[lids] + width  # digits right-aligned in a w-wide window
+        cols = np.arange(-w, 0)
+        buf = np.frombuffer(chunk.data, dtype=np.uint8)
+        digits = buf[np.maximum(end[:, None] + cols, 0)].astype(np.int64) - 48
+        digits[cols[None, :] < -width[:, None]] = 0
+        return digits @ (10 ** np.arange(w - 1, -1, -1, dtype=np.int64))
 
     def finish(self) -> None:
-        if self.current is not None and self.pending:
-            self._close()
+        n = len(self.local)
+        sc = self.scan
+        sc.counts = self.counts[:n].tolist()
+        sc.first_pos = self.first_pos[:n].tolist()
+        sc.last_pos = self.last_pos[:n].tolist()
 
 
-def _marker_number(line: bytes) -> int | None:
-    # marker regexes are searches, so the header can stay: no header parse on this per-iteration path
-    return iteration_of(line.decode("utf-8", "replace"))
+class _Segmenter:
+    """Cuts a file's id stream at iteration markers into per-iteration event sequences.
+
+    The lines after marker N (up to the next marker) are iteration N + step, step being the last
+    increase between marker numbers. Consecutive repeats collapse; a sequence keeps SEQ_CAP events.
+    Whole chunks are cut at once; only distinct sequences become tuples.
+    """
+
+    def __init__(self) -> None:
+        self.seq_index: dict[tuple[int, ...], int] = {}
+        self.seqs: list[tuple[int, ...]] = []
+        self.runs = RunBuilder()
+        self.current: int | None = None  # iteration the open segment belongs to
+        self.step = 1
+        self.prev_marker: int | None = None
+        self.open: list[int] = []  # the open segment, collapsed and capped
+        self.open_lines = False  # the open segment has at least one line
+
+    def _index(self, seq: tuple[int, ...]) -> int:
+        idx = self.seq_index.get(seq)
+        if idx is None:
+            idx = self.seq_index[seq] = len(self.seqs)
+            self.seqs.append(seq)
+        return idx
+
+    def _extend_open(self, seg: np.ndarray) -> None:
+        if not len(seg):
+            return
+        self.open_lines = True
+        room = SEQ_CAP - len(self.open)
+        if room <= 0:
+            return
+        keep = np.empty(len(seg), dtype=bool)
+        keep[0] = not self.open or self.open[-1] != seg[0]
+        keep[1:] = seg[1:] != seg[:-1]
+        self.open.extend(seg[keep][:room].tolist())
+
+    def _take_open(self) -> int:
+        idx = self._index(tuple(self.open))
+        self.open, self.open_lines = [], False
+        return idx
+
+    def feed(self, ids: np.ndarray, is_marker: np.ndarray, at: np.ndarray, nums: np.ndarray) -> None:
+        """One chunk: its ids, which lines are markers, the marker positions and their numbers."""
+        if not len(at):
+            if self.current is not None:
+                self._extend_open(ids)
+            return
+        its: list[int] = []
+        idx: list[int] = []
+        if self.current is not None:
+            self._extend_open(ids[: at[0]])
+            its.append(self.current)
+            idx.append(self._take_open())
+        k = len(at)
+        diff = np.empty(k, dtype=np.int64)
+        diff[1:] = nums[1:] - nums[:-1]
+        diff[0] = nums[0] - self.prev_marker if self.prev_marker is not None else 0
+        last_up = np.maximum.accumulate(np.where(diff > 0, np.arange(k), -1))
+        steps = np.where(last_up >= 0, diff[np.maximum(last_up, 0)], self.step)
+        current = nums + steps
+        mid_its = current[:-1]
+        mid_idx = self._middle(ids, is_marker, at)
+        self.runs.extend(np.concatenate((np.array(its, dtype=np.int64), mid_its)),
+                         np.concatenate((np.array(idx, dtype=np.int64), mid_idx)))
+        self.prev_marker = int(nums[-1])
+        self.step = int(steps[-1])
+        self.current = int(current[-1])
+        self.open, self.open_lines = [], False
+        self._extend_open(ids[at[-1] + 1:])
+
+    def _middle(self, ids: np.ndarray, is_marker: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Sequence indexes of the segments between consecutive markers of one chunk."""
+        m = len(at) - 1
+        if m <= 0:
+            return np.empty(0, dtype=np.int64)
+        if not (np.diff(at) > 1).any():  # back-to-back markers: every segment is empty
+            return np.full(m, self._index(()), dtype=np.int64)
+        lo, hi = int(at[0]) + 1, int(at[-1])
+        r_ids, r_mk = ids[lo:hi], is_marker[lo:hi]
+        keep = ~r_mk
+        keep[1:] &= (r_ids[1:] != r_ids[:-1]) | r_mk[:-1]
+        seg_of = np.cumsum(r_mk)
+        kp = np.flatnonzero(keep)
+        kseg = seg_of[kp]
+        rank = np.arange(len(kp)) - np.searchsorted(kseg, kseg, side="left")
+        capped = rank < SEQ_CAP
+        kp, kseg, rank = kp[capped], kseg[capped], rank[capped]
+        vals = r_ids[kp].astype(np.uint64) + np.uint64(1)
+        bounds = np.searchsorted(kseg, np.arange(m + 1), side="left")
+        sig = np.empty((m, 3), dtype=np.uint64)
+        for col, mult in enumerate(_HASH_MULTS):
+            cs = np.zeros(len(kp) + 1, dtype=np.uint64)
+            np.cumsum(vals * mult[rank], out=cs[1:])
+            sig[:, col] = cs[bounds[1:]] - cs[bounds[:-1]]
+        sig[:, 2] = (bounds[1:] - bounds[:-1]).astype(np.uint64)
+        _, first, inverse = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+        distinct = np.array([self._index(tuple(r_ids[kp[bounds[j]:bounds[j + 1]]].tolist()))
+                             for j in first.tolist()], dtype=np.int64)
+        return distinct[inverse.reshape(-1)]
+
+    def finish(self) -> None:
+        if self.current is not None and self.open_lines:
+            self.runs.add(self.current, self._take_open())
 
 
-def scan_file(rank_file: RankFile) -> FileScan:
-    """Scan one rank file (plain, .gz or .zst); never raises for bad content."""
+def _hash_mults() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0x14)
+    return tuple(rng.integers(1, 2**63, size=SEQ_CAP, dtype=np.uint64) | np.uint64(1) for _ in range(2))
+
+
+_HASH_MULTS = _hash_mults()
+
+
+def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
+    """Scan one rank file (plain, .gz or .zst), `chunk` bytes at a time; never raises for bad content."""
     scan = FileScan(path=rank_file.path, node=rank_file.node)
     try:
         scan.year = time.gmtime(os.stat(rank_file.path).st_mtime).tm_year
     except OSError:
         pass
     report = ReadReport()
-    local: dict[bytes, int] = {}
-    marker_lut = np.zeros(1024, dtype=bool)
-    seg = _Segmenter(scan)
+    table = _KeyTable(scan)
+    seg = _Segmenter()
     tail: list[bytes] = []
     pos = 0
-    for lines in iter_blocks(rank_file.path, report):
-        n = len(lines)
-        keys = b"\n".join(lines).translate(_ZERO_DIGITS).split(b"\n")
-        counter = Counter(keys)
-        new = [k for k in counter if k not in local]
-        if new:
-            first_idx = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
-            for k in new:
-                lid = len(local)
-                local[k] = lid
-                i = first_idx[k]
-                scan.keys.append(k)
-                scan.counts.append(0)
-                scan.first_line.append(lines[i])
-                scan.last_line.append(lines[i])
-                scan.first_pos.append(pos + i)
-                scan.last_pos.append(pos + i)
-                if lid >= len(marker_lut):
-                    marker_lut = np.concatenate((marker_lut, np.zeros(len(marker_lut), dtype=bool)))
-                marker_lut[lid] = _is_marker(k)
-        last_idx = dict(zip(keys, range(n), strict=True))
-        for k, c in counter.items():
-            lid = local[k]
-            scan.counts[lid] += c
-            scan.last_pos[lid] = pos + last_idx[k]
-            scan.last_line[lid] = lines[last_idx[k]]
-        has_marker = seg.current is not None or any(marker_lut[local[k]] for k in counter)
-        if has_marker:
-            ids = np.fromiter(map(local.__getitem__, keys), dtype=np.int32, count=n)
-            seg.feed(ids, marker_lut, lines)
-        tail = (tail + lines[-TAIL_LINES:])[-TAIL_LINES:]
+    for block in iter_chunks(rank_file.path, report, chunk):
+        keys = block.data.translate(_ZERO_DIGITS).split(b"\n")
+        n = len(keys)
+        ids = table.ids(keys, block, pos)
+        table.count(ids, block, pos)
+        is_marker = (table.marker_len > 0)[ids]
+        at = np.flatnonzero(is_marker)
+        if len(at) or seg.current is not None:
+            seg.feed(ids, is_marker, at, table.marker_numbers(ids, at, block))
+        tail = (tail + [block.line(i) for i in range(max(0, n - TAIL_LINES), n)])[-TAIL_LINES:]
         if scan.first_ts is None:
-            scan.first_ts = _first_ts(lines[:TAIL_LINES], scan.year)
+            scan.first_ts = _first_ts((block.line(i) for i in range(min(n, TAIL_LINES))), scan.year)
         pos += n
     seg.finish()
+    table.finish()
+    scan.seqs = seg.seqs
+    scan.runs = seg.runs.runs
     scan.lines = pos
     scan.bytes = report.bytes
     scan.long_lines_cut = report.long_lines_cut
     scan.error = report.error
     if report.truncated_tail and tail:
-        scan.truncated_tail = local.get(tail[-1].translate(_ZERO_DIGITS))
+        scan.truncated_tail = table.local.get(tail[-1].translate(_ZERO_DIGITS))
     scan.last_ts = _first_ts(reversed(tail), scan.year)
     return scan
 
 
-def _first_ts(lines, year: int) -> str | None:
+def _first_ts(lines: Iterable[bytes], year: int) -> str | None:
     for raw in lines:
-        ts = parse_header(raw.decode("utf-8", "replace"), year).ts
+        ts = timestamp(raw.decode("utf-8", "replace"), year)
         if ts:
             return ts
     return None

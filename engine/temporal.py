@@ -10,10 +10,12 @@ distances is anomalous, with the events it adds to the window.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from dtaidistance import dtw
 
+from engine.iterruns import IterationRuns
 from engine.model import IterationFinding, IterationSeries, ParsedJob
 
 WINDOW = 10
@@ -39,10 +41,11 @@ def anomalous_iterations(
     _require_c()
     total = max(1, sum(t.count for t in parsed.templates))
     value = np.array([-math.log(max(t.count, 1) / total) for t in parsed.templates], dtype=np.double)
+    dtw_pairs = _Distances(value)
     found: dict[int, IterationFinding] = {}
     for path, its in parsed.iterations.items():
         node = parsed.file_nodes.get(path, "")
-        flagged = _file_anomalies(its, value, weight, path, node, series)
+        flagged = _file_anomalies(its, value, weight, path, node, series, dtw_pairs)
         for iteration, score, added in flagged:
             f = found.get(iteration)
             if f is None:
@@ -62,61 +65,96 @@ def anomalous_iterations(
     return out[:top_k]
 
 
+class _Distances:
+    """DTW distances between event sequences, each distinct pair computed once for the whole job."""
+
+    def __init__(self, value: np.ndarray) -> None:
+        self.value = value
+        self.ids: dict[tuple[int, ...], int] = {}
+        self.series: list[np.ndarray] = []
+        self.cache: dict[tuple[int, int], float] = {}
+
+    def id_of(self, seq: tuple[int, ...]) -> int:
+        sid = self.ids.get(seq)
+        if sid is None:
+            sid = self.ids[seq] = len(self.series)
+            self.series.append(self.value[list(seq)] if seq else np.zeros(1))
+        return sid
+
+    def pairs(self, cur: np.ndarray, prev: np.ndarray) -> np.ndarray:
+        """Distances between the sequences `cur[i]` and `prev[i]` (job-wide sequence ids)."""
+        out = np.zeros(len(cur))
+        diff = np.flatnonzero(cur != prev)
+        if not len(diff):
+            return out
+        lo, hi = np.minimum(cur[diff], prev[diff]), np.maximum(cur[diff], prev[diff])
+        keys, inverse = np.unique(lo * len(self.series) + hi, return_inverse=True)
+        vals = np.empty(len(keys))
+        for k, key in enumerate(keys.tolist()):
+            a, b = divmod(key, len(self.series))
+            d = self.cache.get((a, b))
+            if d is None:
+                d = self.cache[(a, b)] = float(dtw.distance_fast(self.series[a], self.series[b]))
+            vals[k] = d
+        out[diff] = vals[inverse.reshape(-1)]
+        return out
+
+
 def _file_anomalies(
-    its: list[tuple[int, tuple[int, ...]]], value: np.ndarray, weight: dict[int, float],
+    its: Sequence[tuple[int, tuple[int, ...]]], value: np.ndarray, weight: dict[int, float],
     path: str = "", node: str = "", out_series: list[IterationSeries] | None = None,
+    distances: _Distances | None = None,
 ) -> list[tuple[int, float, list[int]]]:
     if len(its) < 3:
         return []
-    series: dict[tuple[int, ...], np.ndarray] = {}
-    cache: dict[tuple[int, int], float] = {}
-    ids = {}
-    for _, seq in its:
-        if seq not in ids:
-            ids[seq] = len(ids)
-            series[seq] = value[list(seq)] if seq else np.zeros(1)
-    dists = []
-    for k in range(1, len(its)):
-        cur = its[k][1]
-        window = [its[j][1] for j in range(max(0, k - WINDOW), k)]
-        ds = []
-        for prev in window:
-            a, b = ids[cur], ids[prev]
-            key = (a, b) if a <= b else (b, a)
-            d = cache.get(key)
-            if d is None:
-                d = 0.0 if a == b else float(dtw.distance_fast(series[cur], series[prev]))
-                cache[key] = d
-            ds.append(d)
-        dists.append(sum(ds) / len(ds))
-    arr = np.array(dists)
-    arr[~np.isfinite(arr)] = arr[np.isfinite(arr)].max(initial=0.0) * 2 + 1.0
-    dists = arr.tolist()
+    runs = its if isinstance(its, IterationRuns) else IterationRuns.from_pairs(its)
+    dist = distances or _Distances(value)
+    iters, local = runs.arrays()
+    sid = np.array([dist.id_of(s) for s in runs.seqs], dtype=np.int64)[local]
+    n = len(sid)
+    # only iterations within WINDOW of a change of sequence can differ from their window
+    change = np.flatnonzero(sid[1:] != sid[:-1]) + 1
+    touched = np.zeros(n + WINDOW + 1, dtype=np.int64)
+    np.add.at(touched, change, 1)
+    np.add.at(touched, change + WINDOW, -1)
+    ks = np.flatnonzero(np.cumsum(touched[:n]) > 0)
+    ks = ks[ks >= 1]
+    sums = np.zeros(len(ks))
+    for w in range(WINDOW, 0, -1):  # oldest first, the order a plain sum over the window takes
+        ok = ks - w >= 0
+        sums[ok] += dist.pairs(sid[ks[ok]], sid[ks[ok] - w])
+    arr = np.zeros(n - 1)
+    arr[ks - 1] = sums / np.minimum(ks, WINDOW)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        arr[~finite] = arr[finite].max(initial=0.0) * 2 + 1.0
     mu, sd = float(arr.mean()), float(arr.std())
     sd = max(sd, 1e-6, 0.05 * mu)
+    z_all = (arr - mu) / sd
     out = []
-    for k, d in enumerate(dists, start=1):
+    for k in (np.flatnonzero((z_all > SIGMA) & (arr > 0)) + 1).tolist():
+        d = float(arr[k - 1])
         z = (d - mu) / sd
-        if z <= SIGMA or d <= 0:
-            continue
-        cur = its[k][1]
-        seen = {e for j in range(max(0, k - WINDOW), k) for e in its[j][1]}
+        cur = runs.seqs[local[k]]
+        seen = {e for j in range(max(0, k - WINDOW), k) for e in runs.seqs[local[j]]}
         added = [e for e in dict.fromkeys(cur) if e not in seen]
         relevance = max((weight.get(e, 0.0) for e in added), default=0.0)
         score = (z / (z + SIGMA)) * (0.4 + 0.6 * relevance)
         added.sort(key=lambda e: -weight.get(e, 0.0))
-        out.append((its[k][0], score, added))
+        out.append((int(iters[k]), score, added))
     if out_series is not None:
-        out_series.append(_series(path, node, [it for it, _ in its[1:]], dists, mu, sd, [o[0] for o in out]))
+        out_series.append(_series(path, node, iters[1:], arr, mu, sd, [o[0] for o in out]))
     return out
 
 
-def _series(path: str, node: str, iterations: list[int], dists: list[float], mu: float, sd: float,
+def _series(path: str, node: str, iterations: np.ndarray, dists: np.ndarray, mu: float, sd: float,
             flagged: list[int]) -> IterationSeries:
     """A plot series, thinned to about SERIES_POINTS points (flagged iterations always kept)."""
     step = max(1, len(iterations) // SERIES_POINTS)
     keep = set(flagged)
-    idx = [k for k in range(len(iterations)) if k % step == 0 or iterations[k] in keep]
-    return IterationSeries(file=path, node=node, iterations=[iterations[k] for k in idx],
-                           distances=[round(dists[k], 4) for k in idx], mean=round(mu, 4), std=round(sd, 4),
-                           threshold=round(mu + SIGMA * sd, 4), flagged=sorted(keep))
+    idx = np.flatnonzero((np.arange(len(iterations)) % step == 0) | np.isin(iterations, list(keep)))
+    distinct, inverse = np.unique(dists[idx], return_inverse=True)  # few distinct distances: round each once
+    rounded = np.array([round(d, 4) for d in distinct.tolist()], dtype=np.double)[inverse.reshape(-1)]
+    return IterationSeries(file=path, node=node, iterations=iterations[idx].tolist(),
+                           distances=rounded.tolist(), mean=round(mu, 4),
+                           std=round(sd, 4), threshold=round(mu + SIGMA * sd, 4), flagged=sorted(keep))

@@ -16,6 +16,7 @@ import json
 import math
 import random
 import re
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -412,12 +413,16 @@ class _Run:
 
         per_iter = sum(len(tm % values(it0, t)) + 1 for tm in tmpls)
         n_iter = max(1, budget // per_iter)
-        lines = job.lines
-        for it in range(it0, it0 + n_iter):
-            t += self.it_us
-            d = values(it, t)
-            for r, tm in enumerate(tmpls):
-                lines[r].append(tm % d)
+        t_start, it_us = t, self.it_us
+
+        def rows() -> Iterator[dict]:
+            tt = t_start
+            for it in range(it0, it0 + n_iter):
+                tt += it_us
+                yield values(it, tt)
+
+        job.add_bulk(tmpls, rows)  # rendered while the files are written: a 10 GB job need not fit in memory
+        t = t_start + n_iter * it_us
         job.last = [max(x, t) for x in job.last]
         return it0 + n_iter, t
 

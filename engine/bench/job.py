@@ -1,10 +1,17 @@
-"""In-memory model of one job's per-rank log files, and writing it to a job folder."""
+"""In-memory model of one job's per-rank log files, and writing it to a job folder.
+
+The bulk of a large speed-benchmark job (the same iteration lines with new numbers, over and over)
+is kept as one template per rank and rendered while the files are written, so that generating a
+10 GB job does not need 10 GB of memory.
+"""
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import random
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.bench.styles import TS_FUNCS, make_ctx, parse, render, render_kernel_log, subst
@@ -38,6 +45,10 @@ class Truth:
                 "cascade_lines": cascade, "context_lines": context}
 
 
+BULK = object()  # stands in a rank's line list for its bulk part (see Job.add_bulk)
+WRITE_BUFFER = 1 << 18  # per rank file while streaming: hundreds of them are open at once
+
+
 class Job:
     """Per-rank line buffers for one job; ranks are numbered globally across nodes."""
 
@@ -53,6 +64,7 @@ class Job:
         self.dead: set[int] = set()
         self.truncated: set[int] = set()
         self.gz = {r for r in range(self.world) if rng.random() < gz_fraction}
+        self.bulk: tuple[list[str], Callable[[], Iterator[dict]]] | None = None
         self.ctx = []
         base_pid = rng.randrange(20000, 3_000_000 - 64)
         for r in range(self.world):
@@ -123,21 +135,67 @@ class Job:
             return line
         return self.emit(r, "kern|" + text, t, extra, force=True) or ""
 
+    def add_bulk(self, templates: list[str], rows: Callable[[], Iterator[dict]]) -> None:
+        """The bulk part: for every dict `rows()` yields, rank r gets the line(s) `templates[r] % row`."""
+        self.bulk = (templates, rows)
+        for r in range(self.world):
+            self.lines[r].append(BULK)  # type: ignore[arg-type]
+
     def write(self, job_dir: Path, job_json: dict) -> None:
         job_dir.mkdir(parents=True, exist_ok=True)
         (job_dir / "job.json").write_text(json.dumps(job_json, indent=2) + "\n")
-        for n, name in enumerate(self.nodes):
+        for name in self.nodes:
             nd = job_dir / name
             nd.mkdir(exist_ok=True)
             if self.kernel_mode == "file":
                 (nd / "kernel.log").write_text("".join(ln + "\n" for ln in self.kernel[name]))
-            for r in self.ranks_of(n):
-                data = "\n".join(self.lines[r])
-                if self.lines[r] and r not in self.truncated:
-                    data += "\n"
-                raw = data.encode()
-                if r in self.gz:
-                    (nd / f"rank-{r:04d}.log.gz").write_bytes(gzip.compress(raw, compresslevel=6, mtime=0))
-                else:
-                    with open(nd / f"rank-{r:04d}.log", "wb", buffering=1 << 22) as f:
-                        f.write(raw)
+        if self.bulk is not None:
+            self._stream(job_dir)
+            return
+        for r in range(self.world):
+            data = "\n".join(self.lines[r])
+            if self.lines[r] and r not in self.truncated:
+                data += "\n"
+            raw = data.encode()
+            if r in self.gz:
+                (job_dir / self._rank_name(r)).write_bytes(gzip.compress(raw, compresslevel=6, mtime=0))
+            else:
+                with open(job_dir / self._rank_name(r), "wb", buffering=1 << 22) as f:
+                    f.write(raw)
+
+    def _rank_name(self, r: int) -> str:
+        return f"{self.nodes[self.node_of(r)]}/rank-{r:04d}.log" + (".gz" if r in self.gz else "")
+
+    def _stream(self, job_dir: Path) -> None:
+        """Write every rank file at once, rendering the bulk part row by row (same bytes as `write`)."""
+        assert self.bulk is not None
+        templates, rows = self.bulk
+        files: list[io.TextIOWrapper] = []
+        raws: list[io.BufferedWriter] = []
+        try:
+            for r in range(self.world):
+                raw = open(job_dir / self._rank_name(r), "wb", buffering=WRITE_BUFFER)
+                raws.append(raw)
+                out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) \
+                    if r in self.gz else raw
+                files.append(io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=False))
+            splits = [self.lines[r].index(BULK) for r in range(self.world)]
+            for r, f in enumerate(files):
+                f.write("\n".join(self.lines[r][:splits[r]]))
+            seps = ["\n" if splits[r] else "" for r in range(self.world)]
+            lead = [sep + tm for sep, tm in zip(seps, templates, strict=True)]
+            nl = ["\n" + tm for tm in templates]
+            for k, row in enumerate(rows()):
+                for f, tm in zip(files, lead if k == 0 else nl, strict=True):
+                    f.write(tm % row)
+            for r, f in enumerate(files):
+                post = self.lines[r][splits[r] + 1:]
+                if post:
+                    f.write("\n" + "\n".join(post))
+                if r not in self.truncated:
+                    f.write("\n")
+        finally:
+            for f in files:
+                f.close()
+            for raw in raws:
+                raw.close()

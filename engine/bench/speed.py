@@ -25,24 +25,31 @@ SIMPLE_MASKS = [  # the masking of Drain3's example (as in Loghub's score_ga.py)
 ]
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024.0
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the pool's workers)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def phase(name: str, job: str) -> dict:
-    """Run one phase in this process and return its figures."""
+    """Run one phase in this process and return its figures. Imports (Python start-up, sklearn…) are
+    timed apart: they are a fixed cost per process, not throughput."""
+    t_import = time.perf_counter()
+    from engine.diagnose import diagnose
     from engine.executors import InProcessExecutor, PoolExecutor
+    from engine.parse import parse_job
 
+    startup = time.perf_counter() - t_import
     size = sum(f.size for f in discover(job).files)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
     if name == "parse-1core":
-        from engine.parse import parse_job
-
         parse_job(job, executor=InProcessExecutor())
         processed = size
     elif name in ("diagnose-1core", "diagnose-pool"):
-        from engine.diagnose import diagnose
-
         ex = InProcessExecutor() if name == "diagnose-1core" else PoolExecutor()
         diagnose(job, executor=ex)
         processed = size
@@ -51,7 +58,9 @@ def phase(name: str, job: str) -> dict:
     else:
         raise ValueError(name)
     secs = time.perf_counter() - t0
-    return {"phase": name, "bytes": processed, "seconds": secs, "peak_rss_mb": _peak_rss_mb()}
+    return {"phase": name, "bytes": processed, "seconds": secs, "cpu_seconds": _cpu_seconds() - c0,
+            "startup_seconds": startup, "peak_rss_mb": _peak_rss_mb(),
+            "worker_rss_mb": _peak_rss_mb(resource.RUSAGE_CHILDREN) if name == "diagnose-pool" else None}
 
 
 def _naive_drain(job: str) -> int:
@@ -87,9 +96,11 @@ def _run_phase(name: str, job: Path) -> dict:
 def _grep(job: Path) -> dict:
     files = [f.path for f in discover(job).files]
     size = sum(os.path.getsize(p) for p in files)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
     subprocess.run(["grep", "-c", "", *files], check=False, capture_output=True)
-    return {"phase": "grep -c", "bytes": size, "seconds": time.perf_counter() - t0, "peak_rss_mb": None}
+    return {"phase": "grep -c", "bytes": size, "seconds": time.perf_counter() - t0,
+            "cpu_seconds": _cpu_seconds() - c0, "startup_seconds": None, "peak_rss_mb": None,
+            "worker_rss_mb": None}
 
 
 def run_speed(job: Path, pool_workers: int | None = None) -> list[dict]:
@@ -102,24 +113,38 @@ def run_speed(job: Path, pool_workers: int | None = None) -> list[dict]:
         r["cores"] = cores if r["phase"] == "diagnose-pool" else 1
         r["mb_per_s"] = mbps
         r["mb_per_s_per_core"] = mbps / r["cores"]
+        r["mb_per_cpu_s"] = r["bytes"] / 1e6 / r["cpu_seconds"] if r["cpu_seconds"] else 0.0
     return rows
 
 
 def format_speed(rows: list[dict], job_bytes: int) -> str:
     base = next(r for r in rows if r["phase"] == "naive-drain3")["mb_per_s_per_core"]
     out = [
-        f"job: {job_bytes / 1e9:.2f} GB, {os.cpu_count()} cores",
+        f"job: {job_bytes / 1e9:.2f} GB, {os.cpu_count()} cores, load average {_load()}",
         "",
-        "| phase | cores | MB/s | MB/s per core | × naive Drain3 | peak RSS MB |",
-        "|---|---|---|---|---|---|",
+        "| phase | cores | MB/s | MB/s per core | MB per CPU-second | × naive Drain3 | peak RSS MB |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         rss = f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] is not None else "–"
+        if r.get("worker_rss_mb"):
+            rss += f" (workers {r['worker_rss_mb']:.0f})"
         out.append(
             f"| {r['phase']} | {r['cores']} | {r['mb_per_s']:.1f} | {r['mb_per_s_per_core']:.1f} | "
-            f"{r['mb_per_s_per_core'] / base:.1f} | {rss} |"
+            f"{r['mb_per_cpu_s']:.1f} | {r['mb_per_s_per_core'] / base:.1f} | {rss} |"
         )
+    startups = [r["startup_seconds"] for r in rows if r.get("startup_seconds") is not None]
+    if startups:
+        lo, hi = min(startups), max(startups)
+        out += ["", f"Start-up (imports) per process, not included above: {lo:.1f}–{hi:.1f} s."]
     return "\n".join(out)
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def parse_size(text: str) -> int:

@@ -1,6 +1,6 @@
 import pytest
 
-from engine.headers import parse_header
+from engine.headers import parse_header, timestamp
 
 CASES = [
     (
@@ -82,3 +82,22 @@ def test_header_shapes(line, ts, level, rank, message):
 def test_garbage_never_raises():
     for line in ["", "\x00\x01\ufffd", "[" * 1000, "E1206 " * 50, ":" * 10]:
         parse_header(line)
+
+
+MORE = [
+    "[rank3]:[W0517 09:01:50.528840960 socket.cpp:697] [c10d] The IPv6 network addresses",
+    "Jan  3 01:02:03 gpu7 kernel: [1234.5] NVRM: Xid 79",
+    "19:14:43  NVRM: Xid (PCI:0000:06:00): 79",
+    "[ERROR] HCCL(1234,python):2024-05-21-11:57:54.167.645 [hccl.cc:12] error",
+    "[default7]:2026-05-01T10:22:31Z msg",
+    "[80746] [rank1]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] x",
+    "2026-05-01 10:22:31,123 - INFO - [Rank 2] iteration 17: tokens/sec/gpu 3305.2",
+]
+
+
+@pytest.mark.parametrize("line", [c[0] for c in CASES] + MORE + ["", "\x00\ufffd\u00e9 12:00:00 é"])
+def test_timestamp_by_pre_key_layout_equals_the_header_parse(line):
+    for year in (1970, 2026):
+        assert timestamp(line, year) == parse_header(line, year).ts
+    shifted = line.translate(str.maketrans("0123456789", "9876543210"))  # same pre-key, other digits
+    assert timestamp(shifted, 2026) == parse_header(shifted, 2026).ts

@@ -4,7 +4,7 @@ import json
 import pytest
 import zstandard
 
-from engine.ingest import MAX_LINE, JobError, ReadReport, discover, iter_blocks
+from engine.ingest import MAX_LINE, JobError, ReadReport, discover, iter_blocks, iter_chunks
 
 
 def _lines(path, chunk=1 << 20):
@@ -73,3 +73,12 @@ def test_binary_bytes_do_not_stop_reading(tmp_path):
     (tmp_path / "bin.log").write_bytes(bytes(range(256)) * 100 + b"\nok\n")
     lines, rep = _lines(tmp_path / "bin.log")
     assert lines[-1] == b"ok" and rep.error is None
+
+
+def test_chunks_know_where_each_line_starts(tmp_path):
+    lines = [b"", b"a", b"bb" * 40, b"", b"ccc", b"X" * (MAX_LINE + 3), b"tail"]
+    (tmp_path / "a.log").write_bytes(b"\n".join(lines))
+    rep = ReadReport()
+    got = [c.line(i) for c in iter_chunks(str(tmp_path / "a.log"), rep, chunk=50) for i in range(len(c))]
+    assert got == [ln[:MAX_LINE] for ln in lines]
+    assert rep.long_lines_cut == 1 and rep.truncated_tail

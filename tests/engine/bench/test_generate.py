@@ -140,3 +140,22 @@ def test_large_job_size(tmp_path: Path) -> None:
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     assert abs(total - size) <= 0.1 * size
     assert json.loads((out / "job.json").read_text())["status"] == "failed"
+
+
+def test_large_job_streams_the_same_bytes_as_an_in_memory_job(tmp_path, monkeypatch):
+    from engine.bench.job import Job
+
+    generate_large_job(tmp_path / "streamed", 3_000_000, seed=4)
+
+    def eager(self, templates, rows):  # the bulk part rendered up front, written the plain way
+        for row in rows():
+            for r, tm in enumerate(templates):
+                self.lines[r].append(tm % row)
+
+    monkeypatch.setattr(Job, "add_bulk", eager)
+    generate_large_job(tmp_path / "eager", 3_000_000, seed=4)
+    streamed = sorted(p.relative_to(tmp_path / "streamed") for p in (tmp_path / "streamed").rglob("*.log"))
+    assert streamed and streamed == sorted(p.relative_to(tmp_path / "eager")
+                                           for p in (tmp_path / "eager").rglob("*.log"))
+    for rel in streamed:
+        assert (tmp_path / "streamed" / rel).read_bytes() == (tmp_path / "eager" / rel).read_bytes()
