@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from kb.db import open_db, session
-from kb.models import utcnow
 from tests.helpers import digest_seed, png
 from tests.helpers.fake_slack import FakeSlack
 
@@ -19,12 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def db_url(tmp_path_factory):
-    url = f"sqlite:///{tmp_path_factory.mktemp('cli-digest') / 'kb.db'}"
-    engine = open_db(url)
-    with session(engine) as s:
-        digest_seed.seed(s, now=utcnow())
-    engine.dispose()
-    return url
+    return digest_seed.seeded_database(tmp_path_factory.mktemp("cli-digest") / "kb.db")
 
 
 def l4(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:

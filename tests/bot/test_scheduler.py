@@ -14,8 +14,6 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from bot import scheduler as sched
 from bot.config import ConfigError, Settings
-from kb.db import open_db, session
-from kb.models import utcnow
 from tests.helpers import digest_seed
 from tests.helpers.fake_slack import FakeSlack
 
@@ -24,12 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def db_url(tmp_path):
-    url = f"sqlite:///{tmp_path / 'kb.db'}"
-    engine = open_db(url)
-    with session(engine) as s:
-        digest_seed.seed(s, now=utcnow())
-    engine.dispose()
-    return url
+    return digest_seed.seeded_database(tmp_path / "kb.db")
 
 
 @pytest.fixture

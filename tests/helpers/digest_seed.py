@@ -23,6 +23,7 @@ job-late   NOW + 1 d             xid-79-fallen-off-bus    node-01 .9            
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from sqlmodel import Session
 
@@ -91,3 +92,17 @@ def seed(s: Session, now: datetime = NOW) -> dict[str, int]:
 
 def confirmed_pattern_id(ids: dict[str, int]) -> str:
     return next(k.split(":", 1)[1] for k in ids if k.startswith("pattern:"))
+
+
+def seeded_database(path: Path, now: datetime | None = None) -> str:
+    """A SQLite knowledge base at `path`, seeded as `seed` does (relative to `now`, default: now).
+    Returns its URL."""
+    from kb.db import open_db, session
+    from kb.models import utcnow
+
+    url = f"sqlite:///{path}"
+    engine = open_db(url)
+    with session(engine) as s:
+        seed(s, now=now or utcnow())
+    engine.dispose()
+    return url
