@@ -12,10 +12,10 @@ from typing import Any
 
 from slack_bolt import App
 from slack_sdk import WebClient
-from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
-from bot.config import ConfigError, Settings
+from bot.config import Settings
 from bot.slack import commands, interactions, listeners
+from bot.slack.client import make_web_client
 from bot.slack.diagnoser import Diagnoser, Triage
 from bot.slack.knowledge import Knowledge
 from bot.slack.permissions import SrePolicy
@@ -23,8 +23,6 @@ from bot.triage import triage
 from kb.db import open_db
 
 log = logging.getLogger(__name__)
-RATE_LIMIT_RETRIES = 5
-CONNECTION_RETRIES = 3
 
 
 class _NoTokenSkippedWarning(logging.Filter):
@@ -43,19 +41,6 @@ class BotServices:
     knowledge: Knowledge
     diagnoser: Diagnoser
     policy: SrePolicy
-
-
-def make_web_client(settings: Settings) -> WebClient:
-    if not settings.slack_bot_token:
-        raise ConfigError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-…); see .env.example")
-    kwargs: dict[str, Any] = {"token": settings.slack_bot_token}
-    if settings.slack_api_url:
-        kwargs["base_url"] = settings.slack_api_url if settings.slack_api_url.endswith("/") \
-            else settings.slack_api_url + "/"
-    client = WebClient(**kwargs)
-    client.retry_handlers = [ConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
-                             RateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES)]
-    return client
 
 
 def build_services(settings: Settings, client: WebClient, *, run_triage: Triage = triage) -> BotServices:

@@ -48,18 +48,10 @@ def cron_trigger(expr: str) -> CronTrigger:
 
 
 def web_client(settings: Settings) -> Any:
-    """A slack_sdk WebClient for ``settings`` that retries rate-limited calls."""
-    from slack_sdk import WebClient
-    from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+    """The Slack client for the digest (the bot's own: SLACK_API_URL, retries)."""
+    from bot.slack.client import make_web_client
 
-    if not settings.slack_bot_token:
-        raise ConfigError("SLACK_BOT_TOKEN is not set")
-    kwargs: dict[str, Any] = {"token": settings.slack_bot_token}
-    if settings.slack_api_url:
-        kwargs["base_url"] = settings.slack_api_url
-    client = WebClient(**kwargs)
-    client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=3))
-    return client
+    return make_web_client(settings)
 
 
 def build_scheduler(settings: Settings) -> BackgroundScheduler:

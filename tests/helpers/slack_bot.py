@@ -13,9 +13,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from bot.app import BotServices, build_services, create_app, make_web_client
+from bot.app import BotServices, build_services, create_app
 from bot.config import Settings
 from bot.serve import http_server
+from bot.slack.client import make_web_client
 from bot.triage import triage
 from tests.helpers.fake_slack import Call, FakeSlack
 from tests.helpers.slack_requests import Reply, block_action, event_body, post_signed, view_submission

@@ -11,9 +11,10 @@ from pathlib import Path
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
-from bot.app import build_services, create_app, make_web_client
+from bot.app import build_services, create_app
 from bot.config import Settings
 from bot.serve import socket_mode_handler
+from bot.slack.client import make_web_client
 from tests.helpers.fake_slack import FakeSlack
 from tests.helpers.slack_requests import event_body, message_event, slash_command
 
