@@ -16,7 +16,7 @@ from bot.slack.modals import ConfirmForm
 from kb import KbError, diagnoses, feedback
 from kb import db as kbdb
 from kb.digest import Digest, compute_digest
-from kb.models import FaultPattern
+from kb.models import DiagnosisRecord, FaultPattern
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,11 @@ class Knowledge:
         """The recurring-fault digest of the last ``days`` days (kb.digest)."""
         with kbdb.session(self.engine) as s:
             return compute_digest(s, days=days)
+
+    def diagnosed_in_thread(self, channel: str, thread_ts: str, job_id: str) -> bool:
+        """Whether a diagnosis of ``job_id`` was already posted in that thread."""
+        with kbdb.session(self.engine) as s:
+            stmt = select(DiagnosisRecord.id).where(DiagnosisRecord.slack_channel == channel,
+                                                    DiagnosisRecord.slack_thread_ts == thread_ts,
+                                                    DiagnosisRecord.job_id == job_id).limit(1)
+            return s.exec(stmt).first() is not None

@@ -2,8 +2,9 @@
 
 Ignored: the bot's own messages, other bots' messages and message subtypes (edits, joins,
 deletions…; only ``thread_broadcast`` and ``file_share`` are people writing), so the bot never
-answers itself. A message that mentions the bot is left to the
-``app_mention`` listener, which also answers when no job is named.
+answers itself. A reply in a thread that names a job already diagnosed in that thread starts
+nothing (people are discussing the answer); mentioning the bot asks again. A message that mentions
+the bot is left to the ``app_mention`` listener, which also answers when no job is named.
 """
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ def register(app: App, bot: BotServices) -> None:
         if context.bot_user_id and f"<@{context.bot_user_id}>" in text:
             return  # the app_mention listener answers
         refs = find_job_refs(text, bot.settings)
+        thread = event.get("thread_ts")
+        if thread and thread != event.get("ts"):  # a reply: people discussing a diagnosis already given
+            refs = [r for r in refs if not bot.knowledge.diagnosed_in_thread(event["channel"], thread, r)]
         if refs:
             _start(bot, event, refs)
 

@@ -153,6 +153,27 @@ def test_same_job_twice_while_running_is_one_analysis(tmp_path: Path, log_root: 
         bot.slack.wait_for(lambda s: len(calls) == 2)
 
 
+def test_replies_in_the_thread_of_a_diagnosis_start_nothing_unless_asked(tmp_path: Path, log_root: Path):
+    calls: list[str] = []
+
+    def counting(req, **kw):
+        calls.append(req.job)
+        return triage(req, **kw)
+
+    with BotHarness(tmp_path, log_root=log_root, run_triage=counting) as bot:
+        first = message_event("C1", DEV, "job-0001 failed")
+        bot.event(first)
+        bot.wait_summary("job-0001")
+        assert bot.services.diagnoser.wait_idle(30)
+        bot.event(message_event("C1", SRE, "job-0001 ran on the bad rack", thread_ts=first["ts"]))
+        bot.event(message_event("C1", SRE, "and job-0002 too?", thread_ts=first["ts"]))  # a new job: runs
+        bot.slack.wait_for(lambda s: len(calls) == 2)
+        assert bot.services.diagnoser.wait_idle(30)
+        assert calls == ["job-0001", "job-0002"]
+        bot.event(mention_event("C1", SRE, f"<@{BOT_USER_ID}> job-0001 once more", thread_ts=first["ts"]))
+        bot.slack.wait_for(lambda s: len(calls) == 3)
+
+
 def test_ignores_bots_own_edits_and_subtypes(tmp_path: Path, log_root: Path):
     with BotHarness(tmp_path, log_root=log_root) as bot:
         bot.event(message_event("C1", BOT_USER_ID, "job-0001", bot_id=BOT_ID))
