@@ -156,7 +156,7 @@ class _JobBuilder:
             if _LEVEL_RANK.get(info.level, 0) > _LEVEL_RANK.get(self.levels.get(cid), 0):
                 self.levels[cid] = info.level
             line = scan.first_line[lid].decode("utf-8", "replace")
-            self._add_example(stat, line, scan.node)
+            self._add_example(stat, line)
             ts = timestamp(line, scan.year, info.text)
             if ts:
                 if stat.first_seen is None or ts < stat.first_seen:
@@ -183,7 +183,7 @@ class _JobBuilder:
             self.node_last_ts[scan.node] = scan.last_ts
 
     @staticmethod
-    def _add_example(stat: TemplateStat, line: str, node: str) -> None:
+    def _add_example(stat: TemplateStat, line: str) -> None:
         if line in stat.examples or len(stat.examples) >= MAX_EXAMPLES:
             return
         stat.examples.append(line)
