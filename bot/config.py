@@ -69,6 +69,24 @@ def _positive(name: str, default: float, kind: type = int) -> float:
     return value
 
 
+def _pem_file(name: str) -> str | None:
+    """The path in `name` (``~`` expanded), if it is a readable file with PEM certificates; None when
+    unset. (The TLS context parses the certificates themselves: bot.sources.tls.)"""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    path = Path(raw).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"{name}: no such file: {raw[:120]}")
+    try:
+        text = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{name}: cannot read {raw[:120]}: {e.strerror or 'unreadable'}") from None
+    if b"-----BEGIN CERTIFICATE-----" not in text:
+        raise ConfigError(f"{name}: no PEM certificates in {raw[:120]}")
+    return str(path)
+
+
 @dataclass
 class Settings:
     slack_bot_token: str | None = None
@@ -93,6 +111,7 @@ class Settings:
     max_decompress_ratio: int = 200  # a .gz/.zst file may expand at most this many times
     cache_dir: str | None = None  # None: ~/.cache/l4 (remote jobs go in <cache_dir>/remote-jobs)
     cache_max_bytes: int = 20 * 2**30  # size cap of the remote-job cache
+    fetch_ca_bundle: str | None = None  # PEM file of CAs trusted for https fetches besides certifi's
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -126,4 +145,5 @@ class Settings:
             max_decompress_ratio=int(_positive("L4_MAX_DECOMPRESS_RATIO", 200)),
             cache_dir=os.environ.get("L4_CACHE_DIR") or None,
             cache_max_bytes=int(_positive("L4_CACHE_MAX_BYTES", 20 * 2**30)),
+            fetch_ca_bundle=_pem_file("L4_FETCH_CA_BUNDLE"),
         )

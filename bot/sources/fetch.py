@@ -18,6 +18,7 @@ import httpx
 
 from bot.config import Settings
 from bot.sources.netguard import AddressPolicy, PinnedTransport, Refused, host_allowed, safe_url
+from bot.sources.tls import tls_problem
 from engine.ingest import JobError
 
 log = logging.getLogger("l4.sources")
@@ -116,7 +117,8 @@ class Fetcher:
     @contextmanager
     def open(self, url: str, headers: dict[str, str] | None = None) -> Iterator[httpx.Response]:
         """The response to GET `url` (body not read yet), after following at most 5 redirects, each
-        hop checked like the link itself. Statuses other than 2xx/304/404 raise JobError."""
+        hop checked like the link itself; a redirect from https to http is refused. Statuses other
+        than 2xx/304/404 raise JobError."""
         current = self.check_url(url)
         shown = safe_url(url)
         for _hop in range(MAX_REDIRECTS + 1):
@@ -129,7 +131,11 @@ class Fetcher:
                 response.close()
                 if not location:
                     raise JobError(f"{shown} answered a redirect without a location")
-                current = self.check_url(current.join(location))
+                target = self.check_url(current.join(location))
+                if current.scheme == "https" and target.scheme == "http":
+                    raise Refused(f"refused: {shown} redirects from https to http ({safe_url(target)}); "
+                                  "a downgrade is not followed")
+                current = target
                 log.info("redirect from %s to %s", shown, safe_url(current))
                 continue
             try:
@@ -221,7 +227,10 @@ def _check_length(response: httpx.Response, limit: int, shown: str, what: str) -
 
 
 def _reason(exc: httpx.HTTPError) -> str:
-    """A cause without addresses or URLs: only the exception's kind."""
+    """A cause without addresses or URLs: the TLS problem, or only the exception's kind."""
+    problem = tls_problem(exc)
+    if problem is not None:
+        return problem
     if isinstance(exc, httpx.ConnectError):
         return "connection failed"
     if isinstance(exc, httpx.RemoteProtocolError):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 import typing
 from urllib.parse import urlsplit
 
@@ -25,6 +26,7 @@ import httpcore
 import httpx
 
 from bot.config import ConfigError, Settings
+from bot.sources.tls import client_context
 from engine.ingest import JobError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -206,14 +208,18 @@ class GuardedBackend(httpcore.SyncBackend):
 
 
 class PinnedTransport(httpx.HTTPTransport):
-    """httpx's transport with L4's guarded backend; no proxies (a proxy would do its own DNS)."""
+    """httpx's transport with L4's guarded backend; no proxies (a proxy would do its own DNS).
 
-    def __init__(self, policy: AddressPolicy) -> None:
-        super().__init__(trust_env=False)
+    Its TLS context is built once, here: certifi's CAs plus `L4_FETCH_CA_BUNDLE` (`tls.client_context`)
+    unless `ssl_context` is given."""
+
+    def __init__(self, policy: AddressPolicy, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.ssl_context = ssl_context or client_context(policy.settings.fetch_ca_bundle)
+        super().__init__(verify=self.ssl_context, trust_env=False)
         if not hasattr(self, "_pool"):  # httpx changed its internals: fail loudly, never unguarded
             raise RuntimeError("httpx.HTTPTransport has no _pool; the guarded transport needs updating")
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=self.ssl_context,
             max_connections=10,
             max_keepalive_connections=5,
             network_backend=GuardedBackend(policy),

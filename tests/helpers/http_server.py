@@ -7,11 +7,20 @@ custom bodies). Every request is recorded.
         srv.route("/go", status=302, headers={"Location": "http://10.0.0.1/"})
         srv.url("/report/1")          # http://127.0.0.1:<port>/report/1
         srv.statuses("/jobs/job-1/r0.log")
+
+TLS mode: give `certfile`/`keyfile` (PEM) or a server `ssl_context`; `url()` then gives https://.
+The handshake runs in the request's thread; failed handshakes are recorded in `tls_errors`, and
+with `certfile` the server names clients asked for (SNI) in `sni_names`.
+
+    with HttpServer(folder=www, certfile=cert, keyfile=key) as srv:
+        srv.url("/r/1", host="reports.l4-test.internal")   # https://reports.l4-test.internal:<port>/r/1
 """
 from __future__ import annotations
 
 import hashlib
 import html
+import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,12 +46,45 @@ class Seen:
     status: int = 0
 
 
+class _TlsHttpServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that wraps each accepted socket in TLS in the request's own thread (so a
+    client that never finishes its handshake cannot stall the accept loop)."""
+
+    def __init__(self, address: tuple[str, int], handler: type, owner: HttpServer,
+                 context: ssl.SSLContext) -> None:
+        super().__init__(address, handler)
+        self.owner = owner
+        self.context = context
+
+    def finish_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        request.settimeout(5.0)  # for the handshake only
+        try:
+            wrapped = self.context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            with self.owner._lock:
+                self.owner.tls_errors.append(f"{type(exc).__name__}: {exc}")
+            return
+        wrapped.settimeout(None)
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            wrapped.close()
+
+
 class HttpServer:
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, *, certfile: Path | str | None = None,
+                 keyfile: Path | str | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.folder = folder
         self.routes: dict[str, Route] = {}
         self.requests: list[Seen] = []
+        self.tls_errors: list[str] = []  # failed TLS handshakes (TLS mode)
+        self.sni_names: list[str | None] = []  # server names clients sent (TLS mode with certfile)
         self._lock = threading.Lock()
+        if certfile is not None and ssl_context is None:
+            ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ssl_context.load_cert_chain(str(certfile), str(keyfile) if keyfile is not None else None)
+            ssl_context.sni_callback = self._record_sni
+        self.ssl_context = ssl_context
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -57,11 +99,16 @@ class HttpServer:
                     server.requests.append(seen)
                 seen.status = server._answer(self)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if ssl_context is None:
+            self._httpd: ThreadingHTTPServer = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        else:
+            self._httpd = _TlsHttpServer(("127.0.0.1", 0), Handler, self, ssl_context)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # a short poll interval: `shutdown()` (leaving the `with`) waits for it
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
 
     def __enter__(self) -> HttpServer:
         self._thread.start()
@@ -71,8 +118,17 @@ class HttpServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+    @property
+    def scheme(self) -> str:
+        return "http" if self.ssl_context is None else "https"
+
+    def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
+        """The URL of `path`; `host` is a name tests map to 127.0.0.1 (e.g. with `fake_dns`)."""
+        return f"{self.scheme}://{host}:{self.port}{path}"
+
+    def _record_sni(self, sock: ssl.SSLObject, name: str | None, ctx: ssl.SSLContext) -> None:
+        with self._lock:
+            self.sni_names.append(name)
 
     def route(self, path: str, **kwargs: object) -> Route:
         self.routes[path] = Route(**kwargs)  # type: ignore[arg-type]
