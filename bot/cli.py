@@ -45,7 +45,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from bot.progress import diagnose_progress, wants_progress
 
     with diagnose_progress(wants_progress(args.format)) as progress:
-        result = triage(req, progress=progress)
+        result = triage(req, progress=progress, on_fetch=progress.fetched if progress else None)
     sys.stdout.write(_render(result.diagnosis, args.format) + "\n")
     if args.format == "text":
         print(f"(stored as diagnosis {result.diagnosis_id}; confirm its root cause with "

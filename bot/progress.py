@@ -15,8 +15,6 @@ from rich.console import Console
 from rich.filesize import decimal
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from engine.parse import Progress as ProgressCallback
-
 
 class DiagnoseProgress:
     """The engine's progress callback ((files done, files total, bytes done)) drawing a rich bar."""
@@ -24,24 +22,38 @@ class DiagnoseProgress:
     def __init__(self, console: Console) -> None:
         self._bar = Progress(
             TextColumn("{task.description}"), BarColumn(),
-            TextColumn("{task.completed:.0f}/{task.total:.0f} files"),
+            TextColumn("{task.fields[count]}"),
             TextColumn("{task.fields[size]}"), TextColumn("{task.fields[speed]}"), TimeElapsedColumn(),
             console=console, transient=True)
         self._task: TaskID | None = None
+        self._fetch: TaskID | None = None
         self._started = 0.0
 
     def __call__(self, done: int, total: int, bytes_done: int) -> None:
         if self._task is None:
             self._started = time.monotonic()
-            self._bar.start()
-            self._task = self._bar.add_task("Reading logs", total=max(total, 1), size="", speed="")
+            if self._fetch is None:
+                self._bar.start()
+            else:  # show the download's final size, then the files
+                self._bar.refresh()
+                self._bar.remove_task(self._fetch)
+            self._task = self._bar.add_task("Reading logs", total=max(total, 1), count="", size="", speed="")
         elapsed = max(time.monotonic() - self._started, 1e-6)
         description = "Analysing" if done >= total else "Reading logs"
         self._bar.update(self._task, completed=done, total=max(total, 1), description=description,
-                         size=decimal(bytes_done), speed=f"{decimal(int(bytes_done / elapsed))}/s")
+                         count=f"{done}/{total} files", size=decimal(bytes_done),
+                         speed=f"{decimal(int(bytes_done / elapsed))}/s")
+
+    def fetched(self, done: int, total: int | None) -> None:
+        """Bytes of remote logs downloaded so far (before parsing starts)."""
+        if self._fetch is None:
+            self._bar.start()
+            self._fetch = self._bar.add_task("Downloading logs", total=total, count="", size="", speed="")
+        size = decimal(done) + (f" of {decimal(total)}" if total else "")
+        self._bar.update(self._fetch, completed=done, total=total, size=size)
 
     def close(self) -> None:
-        if self._task is not None:
+        if self._task is not None or self._fetch is not None:
             self._bar.stop()
 
 
@@ -55,7 +67,7 @@ def wants_progress(fmt: str, stream: IO[str] | None = None) -> bool:
 
 
 @contextmanager
-def diagnose_progress(enabled: bool, console: Console | None = None) -> Iterator[ProgressCallback | None]:
+def diagnose_progress(enabled: bool, console: Console | None = None) -> Iterator[DiagnoseProgress | None]:
     """A progress callback for triage/parse (None when not ``enabled``); the bar is removed on exit."""
     if not enabled:
         yield None

@@ -45,19 +45,22 @@ class TriageResult:
 
 
 def triage(req: TriageRequest, progress: Progress | None = None,
-           on_phase: Callable[[str], None] | None = None) -> TriageResult:
+           on_phase: Callable[[str], None] | None = None,
+           on_fetch: Callable[[int, int | None], None] | None = None) -> TriageResult:
     """Diagnose `req.job` (a folder, a job ID or a failure-report link). Raises
     engine.ingest.JobError for bad input.
 
-    `on_phase` is told each phase as it starts: resolving, parsing, analyzing, matching, storing."""
+    `on_phase` is told each phase as it starts: resolving, parsing, analyzing, matching, storing.
+    `on_fetch(bytes done, bytes expected or None)` follows the download of remote logs."""
     phase = on_phase or (lambda _name: None)
     phase("resolving")
     settings = req.settings or Settings.from_env()
-    resolved = resolve(req.job, settings=settings, local_paths=req.local_paths)
+    resolved = resolve(req.job, settings=settings, local_paths=req.local_paths, progress=on_fetch)
     job = discover(resolved.path)
     if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
         job.settings = dict(resolved.report["settings"])  # the report knows the job family
-    history = [resolve(h, settings=settings, local_paths=req.local_paths).path for h in req.history]
+    history = [resolve(h, settings=settings, local_paths=req.local_paths, progress=on_fetch).path
+               for h in req.history]
     engine = kbdb.open_db(req.database_url)
     with kbdb.session(engine) as s:
         pool = pools.normal_templates(s, job.settings)

@@ -27,6 +27,7 @@ TOP_EVENTS = 5
 TOP_NODES = 5
 PHASES = {
     "resolving": "finding the logs",
+    "fetching": "downloading the logs",
     "parsing": "parsing log files",
     "analyzing": "analysing events, nodes and iterations",
     "matching": "matching known fault patterns",
@@ -51,13 +52,20 @@ def _header(text: str) -> Block:
 
 def progress_message(label: str, phase: str | None = None, done: int | None = None,
                      total: int | None = None) -> tuple[str, list[Block]]:
-    """The message that stands in the thread while a job is analysed."""
+    """The message that stands in the thread while a job is analysed (``done``/``total``: files
+    while parsing, bytes while fetching)."""
     text = f"Diagnosing {escape(label)}…"
     step = PHASES.get(phase or "", phase or "queued")
     if phase == "parsing" and total:
         step = f"{step}: {done or 0}/{total} files"
+    elif phase == "fetching" and done is not None:
+        step = f"{step}: {_mb(done)}" + (f" of {_mb(total)}" if total else "")
     return text, [_section(f":hourglass_flowing_sand: Diagnosing *{escape(label)}*…"),
                   _context(escape(step))]
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
 
 
 def error_message(label: str, reason: str) -> tuple[str, list[Block]]:

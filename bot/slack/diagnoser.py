@@ -132,7 +132,8 @@ class Diagnoser:
             req = TriageRequest(job=ref, database_url=self.settings.database_url, requested_at=requested_at,
                                 slack_channel=where.channel, slack_thread_ts=where.thread_ts,
                                 settings=self.settings, local_paths=False)
-            result = self.run_triage(req, progress=progress.files, on_phase=progress.phase)
+            result = self.run_triage(req, progress=progress.files, on_phase=progress.phase,
+                                     on_fetch=progress.fetched)
             text, blocks = summary_message(result.diagnosis, result.diagnosis_id)
             diagnosis = result.diagnosis
         except (JobError, KbError, ConfigError) as exc:
@@ -173,6 +174,11 @@ class _ProgressMessage:
         self.phase_name = name
         if name in ("parsing", "analyzing"):  # the long phases; the others pass in a blink
             self._edit(*progress_message(self.label, name), force=True)
+
+    def fetched(self, done: int, total: int | None) -> None:
+        first = self.phase_name != "fetching"
+        self.phase_name = "fetching"
+        self._edit(*progress_message(self.label, "fetching", done, total), force=first)
 
     def files(self, done: int, total: int, _bytes: int) -> None:
         self._edit(*progress_message(self.label, "parsing", done, total), force=done == total)

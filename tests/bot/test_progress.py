@@ -75,6 +75,14 @@ def test_callback_draws_files_and_bytes() -> None:
         cb(4, 4, 6_000_000)
     text = buf.getvalue()
     assert "4/4 files" in text and "6.0 MB" in text
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=120)
+    with diagnose_progress(True, console) as cb:
+        cb.fetched(1_000, None)  # size unknown at first
+        cb.fetched(2_000_000, 8_000_000)
+        cb(2, 2, 9_000_000)
+    text = buf.getvalue()
+    assert "Downloading logs" in text and "2.0 MB of 8.0 MB" in text and "2/2 files" in text
     with diagnose_progress(False) as cb:
         assert cb is None
     assert not wants_progress("json", sys.stderr) and not wants_progress("text", io.StringIO())

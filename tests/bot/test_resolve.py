@@ -16,7 +16,7 @@ from bot.resolve import ResolvedJob, resolve, resolve_job
 from bot.sources.netguard import Refused
 from engine.ingest import JobError
 from tests.helpers.http_server import HttpServer
-from tests.helpers.jobs import make_job
+from tests.helpers.jobs import make_job, publish_gz
 
 SCHEMA = json.loads(resources.files("engine").joinpath("data", "diagnosis.v1.schema.json").read_text())
 REPORT = {
@@ -26,15 +26,6 @@ REPORT = {
     "log_url": "/logs/job-0042/",
     "owner": "ana",
 }
-
-
-def publish(www: Path, job_id: str = "job-0042") -> Path:
-    """The job's logs on the server as gzip files, as a log service stores them."""
-    job = make_job(www / "logs" / job_id, nodes=4, fault_node=2)
-    for f in list(job.rglob("*.log")):
-        f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
-        f.unlink()
-    return job
 
 
 def settings_for(tmp_path: Path, srv: HttpServer, **overrides) -> Settings:
@@ -71,7 +62,7 @@ def test_remote_log_root_needs_the_job_id_pattern(tmp_path: Path) -> None:
 
 
 def test_report_link_resolves_to_its_logs_on_the_same_server(tmp_path: Path, monkeypatch) -> None:
-    publish(tmp_path / "www")
+    publish_gz(tmp_path / "www")
     with HttpServer(folder=tmp_path / "www") as srv:
         srv.route("/reports/42", body=json.dumps(REPORT).encode(), content_type="application/json")
         progress: list[int] = []
@@ -87,7 +78,7 @@ def test_report_link_resolves_to_its_logs_on_the_same_server(tmp_path: Path, mon
 
 
 def test_report_without_location_uses_the_log_root(tmp_path: Path) -> None:
-    publish(tmp_path / "www", "job-0043")
+    publish_gz(tmp_path / "www", "job-0043")
     with HttpServer(folder=tmp_path / "www") as srv:
         srv.route("/r/43", body=b'<html><body><h1>Failure</h1><p>job-0043 died</p></body></html>',
                   content_type="text/html")
@@ -97,7 +88,7 @@ def test_report_without_location_uses_the_log_root(tmp_path: Path) -> None:
 
 
 def test_l4_diagnose_a_report_link_end_to_end(tmp_path: Path) -> None:
-    publish(tmp_path / "www")
+    publish_gz(tmp_path / "www")
     with HttpServer(folder=tmp_path / "www") as srv:
         srv.route("/reports/42", body=json.dumps(REPORT).encode(), content_type="application/json")
         env = {"L4_REPORT_HOSTS": "127.0.0.1", "L4_LOG_ROOT": srv.url("/logs/"),

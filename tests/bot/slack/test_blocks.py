@@ -63,3 +63,7 @@ def test_report_details_and_progress():
     assert "NCCL timeout at step 10" in ctx and "model=llama" in ctx and "nodes=64" in ctx
     text, blocks = progress_message("job-<1>", "parsing", 3, 8)
     assert "3/8 files" in json.dumps(blocks) and "<1>" not in text + json.dumps(blocks)
+    _, blocks = progress_message("job-1", "fetching", 12_300_000, 40_000_000)
+    assert "downloading the logs: 12.3 MB of 40.0 MB" in json.dumps(blocks)
+    _, blocks = progress_message("job-1", "fetching", 500_000, None)
+    assert "downloading the logs: 0.5 MB\"" in json.dumps(blocks)
