@@ -7,7 +7,7 @@ import base64
 import json
 from html import escape
 
-from engine.model import Diagnosis
+from engine.model import NOTABLE_NODE_SCORE, Diagnosis
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:2px}
@@ -78,7 +78,8 @@ def render_html(d: Diagnosis, *, plots: bool = True) -> str:
         "<nav>" + "".join(f"<a href='#{k}'>{escape(v)}</a>" for k, v in sections) + "</nav>",
         f"<section id='summary'><h2>Summary</h2><p>Stage: <b>{escape(d.stage)}</b>. "
         f"{len(d.matches)} known fault(s), {len(d.events)} failure-indicating event(s), "
-        f"{len(d.nodes)} suspicious node(s), {len(d.iterations)} anomalous iteration(s).</p>"
+        f"{sum(n.score >= NOTABLE_NODE_SCORE for n in d.nodes)} suspicious node(s), "
+        f"{len(d.iterations)} anomalous iteration(s).</p>"
         f"<p>{st.files} files, {st.lines:,} lines, {st.bytes / 1e6:.1f} MB, {st.templates} templates, "
         f"{st.seconds:.1f} s"
         + (f", {st.long_lines_cut:,} over-long lines cut" if st.long_lines_cut else "") + ".</p></section>",

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from engine.model import Diagnosis
+from engine.model import NOTABLE_NODE_SCORE, Diagnosis
 
 
 def render_text(d: Diagnosis, color: bool = False, width: int = 120) -> str:
@@ -40,15 +40,19 @@ def render_text(d: Diagnosis, color: bool = False, width: int = 120) -> str:
                 con.print(f"     e.g. {escape(e.examples[0][:300])}")
     else:
         con.print("\nNo failure-indicating events found.")
-    if d.nodes:
+    notable = [n for n in d.nodes if n.score >= NOTABLE_NODE_SCORE]
+    if notable:
         table = Table(title="Suspicious nodes", show_edge=False)
         table.add_column("node")
         table.add_column("score", justify="right")
         table.add_column("why")
-        for n in d.nodes:
+        for n in notable:
             table.add_row(escape(n.node), f"{n.score:.2f}", escape("; ".join(n.events[:2])[:200]))
         con.print()
         con.print(table)
+    elif d.nodes:
+        con.print("\nSuspicious nodes: none stands out (every node scores below "
+                  f"{NOTABLE_NODE_SCORE:.2f}).")
     if d.iterations:
         it = d.iterations[0]
         con.print(f"\n[bold]Anomalous iteration:[/bold] {it.iteration} (score {it.score:.2f}) on "

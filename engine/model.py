@@ -13,6 +13,10 @@ CATEGORIES = (
 )
 
 
+# nodes scoring below this are like the others: reports do not list them as suspicious
+NOTABLE_NODE_SCORE = 0.05
+
+
 @dataclass
 class TemplateStat:
     """One log event (Drain template) of a job, aggregated over all its rank files."""

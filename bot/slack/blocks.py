@@ -18,7 +18,7 @@ from bot.slack.mrkdwn import (
     fit,
     plain,
 )
-from engine.model import Diagnosis
+from engine.model import NOTABLE_NODE_SCORE, Diagnosis
 
 ACTION_CONFIRM = "l4_confirm"
 ACTION_REJECT = "l4_reject"
@@ -125,11 +125,9 @@ def _finding_lines(d: Diagnosis) -> list[str]:
     return lines
 
 
-MIN_NODE_SCORE = 0.05  # nodes scoring lower are not worth a line
-
 
 def _node_block(d: Diagnosis) -> list[Block]:
-    shown = [n for n in d.nodes[:TOP_NODES] if n.score >= MIN_NODE_SCORE]
+    shown = [n for n in d.nodes[:TOP_NODES] if n.score >= NOTABLE_NODE_SCORE]
     if not shown:
         return [_section("*Suspicious nodes:* none stands out")] if d.nodes else []
     rows = []
