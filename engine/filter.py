@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Container, Iterable, Sequence
 from functools import lru_cache
 
@@ -21,6 +20,7 @@ from engine.model import ParsedJob
 MIN_COMMON = 2  # constant tokens a compatible pair must share, at the same positions
 COMMON_SHARE = 0.5  # ... and at least this share of the failed template's constant tokens
 MIN_COMMON_FOR_MISMATCH = 4  # a pair with one conflicting identifier-like token needs this many
+ABSORB_RATIO = 2  # equal constant tokens must outnumber the masked-away ones this many times over
 _ZEROS = re.compile("0+")  # parse turns every digit into "0": runs of zeros are numbers
 
 
@@ -63,8 +63,9 @@ def compatible(failed: str, normal: str) -> bool:
     One conflicting pair of identifier-like tokens (both with a digit or a mask: host names, run
     ids) is tolerated when at least MIN_COMMON_FOR_MISMATCH constant tokens are equal. Guard against
     over-general pool templates: at least MIN_COMMON constant tokens, and COMMON_SHARE of the failed
-    template's constant tokens, must be equal at the same positions — an all-`<*>` template matches
-    nothing.
+    template's constant tokens, must be equal at the same positions, and more than ABSORB_RATIO
+    times as many as the failed template's constant tokens that the pool template masks — so an
+    all-`<*>` template matches nothing, and `[Rank <*>] <*>` does not swallow `[Rank <*>] Segfault`.
     """
     fa, na = failed.split(), normal.split()
     if len(fa) != len(na):
@@ -73,10 +74,11 @@ def compatible(failed: str, normal: str) -> bool:
 
 
 def _fits(fa: Sequence[str], na: Sequence[str]) -> bool:
-    common = conflicts = constants = 0
+    common = conflicts = constants = absorbed = 0
     for a, b in zip(fa, na, strict=True):
         if a != MASK:
             constants += 1
+            absorbed += b == MASK
         if a == b:
             common += a != MASK
         elif not _token_fits(a, b):
@@ -85,18 +87,23 @@ def _fits(fa: Sequence[str], na: Sequence[str]) -> bool:
             conflicts += 1
             if conflicts > 1:
                 return False
-    need = max(MIN_COMMON, math.ceil(COMMON_SHARE * constants))
+    need = _need(constants)
     if conflicts:
         need = max(need, MIN_COMMON_FOR_MISMATCH)
-    return common >= need
+    return common >= need and common > ABSORB_RATIO * absorbed
+
+
+def _need(constants: int) -> int:
+    """Equal constant tokens a compatible pair needs, for a failed template with `constants`."""
+    return max(MIN_COMMON, math.ceil(COMMON_SHARE * constants))
 
 
 class NormalPool(Container[str]):
     """Templates known to be normal: `exact` ones match by text (same parse as the failed job),
     `tolerant` ones (a pool learned from other parses) also by `compatible`.
 
-    Tolerant templates are indexed by (token count, position, constant token), so a lookup only
-    checks templates sharing at least MIN_COMMON constant tokens with the looked-up one."""
+    Tolerant templates are indexed by (token count, position, constant token); a lookup checks
+    only the templates found under its rarest keys (any compatible one must share one of them)."""
 
     def __init__(self, exact: Iterable[str] = (), tolerant: Iterable[str] = ()) -> None:
         tolerant = set(tolerant)
@@ -122,12 +129,20 @@ class NormalPool(Container[str]):
         if not self.index:
             return False
         toks = template.split()
-        n = len(toks)
-        hits: Counter[int] = Counter()
-        for i, tok in enumerate(toks):
-            if tok != MASK:
-                hits.update(self.index.get((n, i, tok), ()))
-        return any(c >= MIN_COMMON and _fits(toks, self.tokens[tid]) for tid, c in hits.items())
+        keys = [(len(toks), i, tok) for i, tok in enumerate(toks) if tok != MASK]
+        spare = len(keys) - _need(len(keys))
+        if spare < 0:
+            return False
+        # a compatible template shares `need` of the keys, so one of the spare + 1 rarest ones
+        lists = sorted((self.index.get(k, ()) for k in keys), key=len)[:spare + 1]
+        seen: set[int] = set()
+        for tids in lists:
+            for tid in tids:
+                if tid not in seen:
+                    seen.add(tid)
+                    if _fits(toks, self.tokens[tid]):
+                        return True
+        return False
 
 
 def normal_templates(history: Sequence[ParsedJob], extra: Iterable[str] = ()) -> set[str]:
