@@ -74,3 +74,13 @@ def make_job(
                 ]
             write_rank(root / f"node-{n:03d}" / f"rank-{rank:04d}.log", lines)
     return root
+
+
+def insert_lines(root: Path, node: int, lines_for_rank) -> None:  # noqa: ANN001
+    """Insert `lines_for_rank(rank)` after the first line of every rank file of node `node` of a
+    job built by `make_job` (e.g. noise that succeeded and failed jobs both log)."""
+    for f in sorted(root.glob(f"node-{node:03d}/rank-*.log")):
+        rank = int(f.stem.split("-")[1])
+        lines = f.read_text(encoding="utf-8").splitlines()
+        lines[1:1] = list(lines_for_rank(rank))
+        f.write_text("\n".join(lines) + "\n", encoding="utf-8")
