@@ -22,20 +22,30 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from engine.bench.evaluate import case_dirs, evaluate, format_report, summary
+    from bot.bench_pool import kb_pool
+    from engine.bench.evaluate import HISTORY_MODES, case_dirs, evaluate, format_modes, format_report, summary
 
     root = Path(args.cases)
     if not root.is_dir() or not case_dirs(root):
         raise JobError(f"no benchmark cases in {root} (make them with `l4 bench generate`)")
+    modes = [m.strip() for m in args.history_mode.split(",") if m.strip()]
+    bad = [m for m in modes if m not in HISTORY_MODES]
+    if bad or not modes:
+        raise JobError(f"--history-mode takes {', '.join(HISTORY_MODES)} (comma-separated), "
+                       f"not {args.history_mode!r}")
 
     def show(name: str, info: dict) -> None:
         if args.verbose:
             print(f"{name}: {json.dumps(info)}", file=sys.stderr)
 
-    res = evaluate(root, on_case=show)
-    print(format_report(res))
+    results = {m: evaluate(root, on_case=show, history_mode=m, pool_of=kb_pool) for m in modes}
+    if len(results) == 1:
+        print(format_report(results[modes[0]]))
+    else:
+        print(format_modes(results))
     if args.json:
-        Path(args.json).write_text(json.dumps(summary(res), indent=2))
+        figures = {m: summary(r) for m, r in results.items()}
+        Path(args.json).write_text(json.dumps(figures[modes[0]] if len(modes) == 1 else figures, indent=2))
     return 0
 
 
@@ -85,6 +95,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("cases")
     e.add_argument("--json", help="also write the overall figures as JSON here")
     e.add_argument("-v", "--verbose", action="store_true", help="one line per case on stderr")
+    e.add_argument("--history-mode", default="parse", metavar="MODE[,MODE...]",
+                   help="where normal events come from: parse (history parsed with the failed job; default), "
+                        "pool (failed job alone vs. a knowledge-base pool learned from separate parses), "
+                        "none; several, comma-separated, print a side-by-side table")
     e.set_defaults(func=cmd_eval)
     s = bsub.add_parser("speed", help="throughput and peak memory on a large generated job")
     s.add_argument("--size", default="1GB")

@@ -13,7 +13,7 @@ from pathlib import Path
 from bot.config import Settings
 from bot.resolve import resolve
 from engine.diagnose import analyze
-from engine.filter import candidate_events, normal_templates
+from engine.filter import candidate_events, normal_pool
 from engine.ingest import discover
 from engine.model import Diagnosis
 from engine.parse import Progress, parse_jobs
@@ -73,7 +73,7 @@ def triage(req: TriageRequest, progress: Progress | None = None,
     with kbdb.session(engine) as s:
         if not req.no_match:
             phase("matching")
-            normal = normal_templates(parsed[1:], pool)
+            normal = normal_pool(parsed[1:], pool)
             fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
             roots = [m for m in load_matcher(s).match_templates(fresh) if m.kind == "root"]
             if roots:

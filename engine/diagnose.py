@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine.events import score_events, select_events
 from engine.executors import Executor
-from engine.filter import candidate_events, normal_templates
+from engine.filter import candidate_events, normal_pool
 from engine.ingest import JobSpec
 from engine.model import AnalysisDetail, Diagnosis, Event, IterationSeries, ParsedJob
 from engine.parse import Progress, parse_jobs
@@ -20,8 +20,7 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
             top_nodes: int = 5) -> Diagnosis:
     """A diagnosis of an already parsed failed job, given parsed history jobs and known-normal templates."""
     started = time.perf_counter()
-    normal_set = normal_templates(history, normal)
-    candidates = candidate_events(parsed, normal_set)
+    candidates = candidate_events(parsed, normal_pool(history, normal))
     scored = score_events(parsed, candidates)
     selected = select_events(scored)
     events = [_event(parsed, e.id, e.score) for e in selected]

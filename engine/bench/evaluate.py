@@ -5,6 +5,12 @@ its example lines is a labeled failure-indicating line, neutral when it is a lab
 (watchdog timeouts on healthy ranks are consequences, neither right nor wrong), wrong otherwise.
 Recall counts the labeled event kinds (truth `indicating[].key`) that some reported event shows.
 Faulty-node top-k counts cases with a faulty node (hardware faults) whose node is among the first k.
+
+History modes say where the "normal" events of cross-job filtering come from: ``parse`` (default)
+parses the history jobs in the same Drain run as the failed job (`l4 diagnose --history`); ``pool``
+diagnoses the failed job alone against a normal pool learned from *separate* parses of the history
+jobs (what `l4 learn` stores; the caller may pass the function that builds it, e.g. through a real
+knowledge base); ``none`` uses no history at all.
 """
 
 from __future__ import annotations
@@ -21,6 +27,15 @@ from engine.diagnose import analyze
 from engine.parse import parse_jobs
 
 TOPS = (1, 3, 5, 8)
+HISTORY_MODES = ("parse", "pool", "none")
+
+PoolOf = Callable[[Path, Sequence[Path]], set[str]]
+"""(failed job folder, history job folders) → the normal pool's template texts."""
+
+
+def separate_pool(failed: Path, history: Sequence[Path]) -> set[str]:
+    """Templates of each history job parsed on its own, as `l4 learn` stores them (no database)."""
+    return {t.template for h in history for t in parse_jobs([h])[0].templates}
 
 
 @dataclass
@@ -97,7 +112,12 @@ class EvalResult:
     overall: dict[str, Tally]
 
 
-def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None) -> EvalResult:
+def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
+             history_mode: str = "parse", pool_of: PoolOf = separate_pool) -> EvalResult:
+    """Score every case of `root`. s/case counts parsing and analysing the failed job (with its
+    history in ``parse`` mode), not building the pool in ``pool`` mode (learning happens offline)."""
+    if history_mode not in HISTORY_MODES:
+        raise ValueError(f"unknown history mode {history_mode!r} (one of {', '.join(HISTORY_MODES)})")
     per_kind: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     overall: dict[str, Tally] = defaultdict(Tally)
     for case in case_dirs(root):
@@ -107,9 +127,14 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None) -> 
             if (case / "history").is_dir()
             else []
         )
+        normal = pool_of(case / "failed", history) if history_mode == "pool" else set()
         t0 = time.perf_counter()
-        parsed = parse_jobs([case / "failed", *history])
-        diagnosis = analyze(parsed[0], parsed[1:])
+        if history_mode == "parse":
+            parsed = parse_jobs([case / "failed", *history])
+            diagnosis = analyze(parsed[0], parsed[1:])
+        else:
+            parsed = parse_jobs([case / "failed"])
+            diagnosis = analyze(parsed[0], normal=normal)
         secs = time.perf_counter() - t0
         results = {
             "L4": (
@@ -207,3 +232,24 @@ def summary(res: EvalResult) -> dict:
         "stage_accuracy": round(t.stage_ok / t.cases, 4) if t.cases else None,
         "iteration_accuracy": round(t.iter_ok / t.iter_cases, 4) if t.iter_cases else None,
     }
+
+
+def format_modes(results: dict[str, EvalResult]) -> str:
+    """L4's overall figures side by side for several history modes."""
+    out = [
+        "### L4 by history mode, all cases",
+        "",
+        "| history | events P | events R | events F1 | node top-1 | top-3 | top-5 | top-8 | stage acc "
+        "| iteration acc | s/case |",
+        "|" + "---|" * 11,
+    ]
+    for mode, res in results.items():
+        t = res.overall["L4"]
+        iteration = t.iter_ok / t.iter_cases if t.iter_cases else None
+        out.append(
+            f"| {mode} | {t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} | "
+            + " | ".join(_pct(t.top_rate(k)) for k in TOPS)
+            + f" | {t.stage_ok / max(1, t.cases):.2f} | {_pct(iteration)}"
+            + f" | {t.seconds / max(1, t.cases):.2f} |"
+        )
+    return "\n".join(out)

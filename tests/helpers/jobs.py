@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 NORMAL_ITER = (
@@ -84,3 +85,13 @@ def publish_gz(www: Path, job_id: str = "job-0042", **kwargs: object) -> Path:
         f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
         f.unlink()
     return job
+
+
+def insert_lines(root: Path, node: int, lines_for_rank: Callable[[int], Iterable[str]]) -> None:
+    """Insert `lines_for_rank(rank)` after the first line of every rank file of node `node` of a
+    job built by `make_job` (e.g. noise that succeeded and failed jobs both log)."""
+    for f in sorted(root.glob(f"node-{node:03d}/rank-*.log")):
+        rank = int(f.stem.split("-")[1])
+        lines = f.read_text(encoding="utf-8").splitlines()
+        lines[1:1] = list(lines_for_rank(rank))
+        f.write_text("\n".join(lines) + "\n", encoding="utf-8")
