@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_JOB_ID_PATTERN = r"job-[A-Za-z0-9][A-Za-z0-9._-]*"
+# "job-" and a name with at least one digit: job-0042, job-a1b2 (not "job-related")
+DEFAULT_JOB_ID_PATTERN = r"job-(?=[A-Za-z0-9._-]*[0-9])[A-Za-z0-9][A-Za-z0-9._-]*"
 DEFAULT_DIGEST_CRON = "0 9 * * mon"  # Mondays 09:00 UTC
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 

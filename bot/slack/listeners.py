@@ -45,7 +45,7 @@ def register(app: App, bot: BotServices) -> None:
         text = event.get("text") or ""
         if context.bot_user_id and f"<@{context.bot_user_id}>" in text:
             return  # the app_mention listener answers
-        refs = find_job_refs(text, bot.settings)
+        refs = find_job_refs(text, bot.settings, passive=True)
         thread = event.get("thread_ts")
         if thread and thread != event.get("ts"):  # a reply: people discussing a diagnosis already given
             refs = [r for r in refs if not bot.knowledge.diagnosed_in_thread(event["channel"], thread, r)]

@@ -49,21 +49,32 @@ def _split_links(text: str) -> tuple[list[str], str]:
     return urls, _ANGLE.sub(take, text)
 
 
+def _is_local_root(root: str) -> bool:
+    return "://" not in root or root.startswith("file://")
+
+
 def _is_local_folder(root: str, name: str) -> bool:
-    if "://" in root and not root.startswith("file://"):
+    if not _is_local_root(root):
         return False
     base = Path(root[len("file://"):] if root.startswith("file://") else root)
     return bool(_SAFE_FOLDER.match(name)) and name not in (".", "..") and (base / name).is_dir()
 
 
-def find_job_refs(text: str, settings: Settings) -> list[str]:
-    """Job IDs and failure-report links in a message, in order of appearance, without repeats."""
+def find_job_refs(text: str, settings: Settings, *, passive: bool = False) -> list[str]:
+    """Job IDs and failure-report links in a message, in order of appearance, without repeats.
+
+    ``passive``: the message was not addressed to the bot, so with a local log root only job IDs
+    whose folder exists count (chat that merely looks like a job ID starts nothing)."""
     urls, rest = _split_links(text or "")
     refs = [u for u in urls if is_report_link(u, settings.report_hosts)]
     pattern = re.compile(settings.job_id_pattern)
+    local = _is_local_root(settings.log_root)
     for token in _TOKEN.findall(rest):
         token = token.rstrip(".")  # "see job-0042." ends a sentence
-        if token and (pattern.fullmatch(token) or _is_local_folder(settings.log_root, token)):
+        if not token:
+            continue
+        exists = local and _is_local_folder(settings.log_root, token)
+        if exists or (pattern.fullmatch(token) and not (passive and local)):
             refs.append(token)
     return list(dict.fromkeys(refs))[:MAX_REFS]
 

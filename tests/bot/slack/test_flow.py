@@ -201,7 +201,8 @@ def test_unknown_job_and_link_handling(tmp_path: Path, log_root: Path):
 
     with BotHarness(tmp_path, log_root=log_root, report_hosts=["reports.example.com"],
                     run_triage=no_fetch) as bot:
-        bot.event(message_event("C1", DEV, "job-9999 is gone"))
+        bot.event(message_event("C1", DEV, "job-9999 is gone"))  # overheard, no such folder: nothing
+        bot.event(mention_event("C1", DEV, f"<@{BOT_USER_ID}> job-9999 is gone"))  # asked: a helpful reply
         update = bot.wait_update_containing("Could not diagnose")
         line = update.params["text"]
         assert "job-9999" in line and "unknown job" in line and "\n" not in line

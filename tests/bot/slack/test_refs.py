@@ -14,10 +14,20 @@ def test_job_ids_folders_and_report_links(tmp_path: Path):
     text = ("<@UBOT> job-0042 and job-0042 again, see <https://reports.example.com/r/9?a=1&amp;b=2|report>, "
             "<https://elsewhere.example/r/1>, pretrain_7b_run3. <#C123|general> job-x.")
     assert find_job_refs(text, s) == ["https://reports.example.com/r/9?a=1&b=2", "job-0042",
-                                      "pretrain_7b_run3", "job-x"]
+                                      "pretrain_7b_run3"]  # job-x: no digit, not a job ID by default
     assert find_job_refs("nothing here, not even job- or ../etc", s) == []
     assert find_job_refs("run-1234", _settings(tmp_path, job_id_pattern=r"run-\d+")) == ["run-1234"]
     assert find_job_refs("job-0001", Settings(log_root="s3://bucket/logs")) == ["job-0001"]
+
+
+def test_chat_that_only_looks_like_a_job_id_starts_nothing(tmp_path: Path):
+    (tmp_path / "job-0042").mkdir()
+    s = _settings(tmp_path)
+    chat = "a job-related outage, job-specific settings; job-0042 and job-0099 failed"
+    assert find_job_refs(chat, s) == ["job-0042", "job-0099"]  # addressed to the bot: both, 0099 unknown
+    assert find_job_refs(chat, s, passive=True) == ["job-0042"]  # overheard: only what exists locally
+    remote = Settings(log_root="https://logs.example.com/jobs/")
+    assert find_job_refs(chat, remote, passive=True) == ["job-0042", "job-0099"]  # cannot check: pattern
 
 
 def test_report_link_check_is_by_host_only():
