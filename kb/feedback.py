@@ -12,6 +12,18 @@ from kb.patterns_io import slugify, validate_pattern_dict
 FLAG_AFTER_REJECTIONS = 3
 
 
+class AlreadyConfirmed(KbError):
+    """The diagnosis' root cause was already archived as a pattern (one pattern per diagnosis)."""
+
+
+def confirmation(session: Session, diagnosis_id: int) -> Feedback | None:
+    """The confirmation that archived a pattern from this diagnosis, if there is one."""
+    stmt = (select(Feedback).where(Feedback.diagnosis_id == diagnosis_id, Feedback.verdict == "confirm",
+                                   Feedback.pattern_id.is_not(None))  # type: ignore[union-attr]
+            .order_by(Feedback.created_at, Feedback.id))
+    return session.exec(stmt).first()
+
+
 def _unique_pattern_id(session: Session, title: str) -> str:
     base = slugify(title)
     pid, n = base, 2
@@ -29,9 +41,13 @@ def confirm(session: Session, diagnosis_id: int, *, events: list[str], title: st
     bounded gap); the signature is validated (not empty, not too broad). Records the
     confirmation in the feedback table. Caller commits.
     """
-    get_diagnosis(session, diagnosis_id)
+    rec = get_diagnosis(session, diagnosis_id)
     if not user or not user.strip():
         raise KbError("a confirmation needs the confirming user")
+    earlier = confirmation(session, diagnosis_id)
+    if earlier is not None and earlier.pattern_id != rec.matched_pattern_id:
+        raise AlreadyConfirmed(f"already confirmed by {earlier.user} on {earlier.created_at:%Y-%m-%d} "
+                               f"as pattern {earlier.pattern_id}")
     templates = [e for e in (events or []) if e and e.strip()]
     if not templates:
         raise KbError("choose at least one event template as the signature")

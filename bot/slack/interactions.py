@@ -81,7 +81,7 @@ def _load(bot: BotServices, client: WebClient, body: dict[str, Any], action: dic
 def _error_field(message: str) -> str:
     """The modal field a knowledge-base error is about ("<pattern id>: title must be …")."""
     low = message.lower()
-    if "pattern id must be" in low:
+    if "pattern id must be" in low or low.startswith("already confirmed"):
         return "title"  # the id is made from the title
     m = re.search(r"\b(title|category|remediation) must\b", low)
     return m.group(1) if m else "events"
@@ -109,6 +109,12 @@ def register(app: App, bot: BotServices) -> None:
             _post(client, channel, thread_ts,
                   f":white_check_mark: <@{user}> confirmed that *{job}* failed with the known fault "
                   f"*{escape(pattern.title)}* (pattern `{escape(pattern.id)}`).")
+            return
+        done = bot.knowledge.confirmation(stored.id)
+        if done is not None:
+            who = f"<@{done[1]}>" if re.fullmatch(r"[UW][A-Z0-9]{2,}", done[1]) else escape(done[1])
+            _tell(client, body, f"{who} already archived this root cause as pattern "
+                                f"`{escape(done[0])}`; `/l4 patterns` lists it.")
             return
         if not signature_choices(stored.data):
             _tell(client, body, "This diagnosis found no events to build a signature from; "

@@ -58,6 +58,12 @@ class Knowledge:
             s.commit()
             return pattern
 
+    def confirmation(self, diagnosis_id: int) -> tuple[str, str] | None:
+        """(pattern id, who) when a pattern was already archived from this diagnosis."""
+        with kbdb.session(self.engine) as s:
+            fb = feedback.confirmation(s, diagnosis_id)
+            return (str(fb.pattern_id), fb.user) if fb is not None and fb.pattern_id else None
+
     def confirm_match(self, diagnosis_id: int, user: str) -> FaultPattern:
         """Record that the matched pattern was the root cause; returns that pattern."""
         with kbdb.session(self.engine) as s:

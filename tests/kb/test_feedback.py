@@ -63,9 +63,13 @@ def test_confirm_creates_matching_pattern_and_audit_row(engine) -> None:  # noqa
         assert [(f.verdict, f.user, f.pattern_id) for f in rows] == [("confirm", "alice", p.id)]
         found = load_matcher(s).match_lines(["noise", RAW])
         assert found[0].pattern_id == p.id and found[0].evidence == [RAW]
-        p2 = feedback.confirm(s, did, events=[TEMPLATE], title="MyStore lease lost",
+        with pytest.raises(feedback.AlreadyConfirmed, match="by alice .* mystore-lease-lost"):
+            feedback.confirm(s, did, events=[TEMPLATE], title="MyStore lease lost", category="platform",
+                             remediation="x", user="bob")  # one archived root cause per diagnosis
+        other = diagnoses.store(s, _diagnosis(), {"model": "m"})
+        p2 = feedback.confirm(s, other, events=[TEMPLATE], title="MyStore lease lost",
                               category="platform", remediation="x", user="bob")
-        assert p2.id == "mystore-lease-lost-2"
+        assert p2.id == "mystore-lease-lost-2"  # same title from another diagnosis: a unique id
 
 
 @pytest.mark.parametrize("kwargs, reason", [

@@ -65,6 +65,20 @@ def test_message_summary_confirm_modal_archive_then_second_job_matched(tmp_path:
             p = s.get(FaultPattern, "mystore-lease-lost")
             assert p is not None and p.source == "confirmed" and p.created_by == SRE and p.created_at
             assert [f.verdict for f in s.exec(select(Feedback))] == ["confirm"]
+        # a second Confirm on the same diagnosis opens no form: the root cause is archived already
+        bot.click("l4_confirm", summary, SRE)
+        bot.slack.wait_for_call("chat.postEphemeral", where=lambda c: "already archived" in c.params["text"])
+        assert len(bot.slack.calls_to("views.open")) == 1
+        # and a form submitted twice (an old form left open) archives nothing more
+        again_reply = bot.submit(view, SRE, {
+            "title": {"type": "plain_text_input", "value": "MyStore lease lost"},
+            "category": {"type": "static_select", "selected_option": {"value": "platform"}},
+            "remediation": {"type": "plain_text_input", "value": "Restart the MyStore proxy on the node."},
+            "events": {"type": "checkboxes", "selected_options": events["initial_options"]},
+        })
+        assert json.loads(again_reply.body)["errors"]["title"].startswith("already confirmed by USRE0001")
+        with kbdb.session(bot.services.knowledge.engine) as s:
+            assert s.get(FaultPattern, "mystore-lease-lost-2") is None
 
         second = message_event("C1", DEV, "and now job-0002 :(")
         bot.event(second)
