@@ -29,8 +29,12 @@ def _run(args: argparse.Namespace) -> int:
     from bot.app import create_app  # the engine's imports take a moment: only once the settings are fine
     logging.getLogger("l4").setLevel(logging.INFO)
     logging.getLogger("bot").setLevel(logging.INFO)
+    from bot.app import build_services
+    from bot.slack.client import make_web_client
+
     try:
-        app = create_app(settings)
+        services = build_services(settings, make_web_client(settings))
+        app = create_app(settings, services=services)
     except (BoltError, SlackClientError, OSError) as exc:  # auth.test at start: bad token, no network
         print(f"l4 bot: cannot start: {_reason(exc)}", file=sys.stderr)
         return 1
@@ -57,6 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if scheduler is not None:
             scheduler.shutdown(wait=False)
+        services.diagnoser.shutdown(wait=False)  # queued analyses are cancelled and say so
 
 
 def _reason(exc: BaseException) -> str:

@@ -27,6 +27,11 @@ class DigestInputError(ValueError):
 
 # ---- small formatting helpers ------------------------------------------------------------------
 
+def _section_block(text: str) -> dict[str, Any]:
+    """A section of mrkdwn, verbatim: Slack auto-parses no mention or link in it."""
+    return {"type": "section", "text": {"type": "mrkdwn", "verbatim": True, "text": text}}
+
+
 def esc(text: object) -> str:
     """Text made safe for Slack mrkdwn: &, < and > escaped, on one line."""
     s = " ".join(str(text).split())
@@ -125,7 +130,7 @@ def _section(title: str, lines: list[str], total: int, noun: str, empty: str) ->
         shown += 1
     if total > shown:
         text += f"\n_…and {total - shown} more {noun}_"
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+    return _section_block(text)
 
 
 def _backlog_line(b: Any) -> str:
@@ -140,7 +145,7 @@ def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
     """Block Kit for a digest (at most 50 blocks)."""
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(_headline(dg), 150)}},
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": esc(_summary(dg))}]},
+        {"type": "context", "elements": [{"type": "mrkdwn", "verbatim": True, "text": esc(_summary(dg))}]},
         {"type": "divider"},
     ]
     blocks.append(_section("Recurring fault patterns",
@@ -153,7 +158,7 @@ def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
                            f"({dg.backlog_in_window} from this window), oldest first",
                            [_backlog_line(b) for b in dg.backlog], dg.backlog_total, "diagnoses",
                            "Nothing waits: every diagnosis has an SRE's verdict."))
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text":
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "verbatim": True, "text":
                    "Confirm or reject a diagnosis in its thread. Another window: `/l4 digest DAYS`."}]})
     return blocks[:MAX_BLOCKS]
 
@@ -221,7 +226,7 @@ def post_digest(client: Any, channel: str, dg: Digest) -> str:
 
 def _error_blocks(message: str) -> tuple[list[dict[str, Any]], str]:
     text = f"l4 digest: {message}"
-    return [{"type": "section", "text": {"type": "mrkdwn", "text": f":warning: {esc(text)}"}}], text
+    return [_section_block(f":warning: {esc(text)}")], text
 
 
 def digest_command(days_text: str, settings: Any, *, now: datetime | None = None,

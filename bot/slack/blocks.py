@@ -38,12 +38,18 @@ Block = dict[str, Any]
 
 
 def _section(text: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": fit(text, SECTION_LIMIT)}}
+    return {"type": "section", "text": _mrkdwn(fit(text, SECTION_LIMIT))}
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    """A mrkdwn text object, verbatim: Slack auto-parses no @here, #channel or URL in it (the text
+    is escaped besides), so log text can never ping anyone."""
+    return {"type": "mrkdwn", "verbatim": True, "text": text}
 
 
 def _context(*texts: str) -> Block:
     return {"type": "context",
-            "elements": [{"type": "mrkdwn", "text": fit(t, CONTEXT_LIMIT)} for t in texts if t][:10]}
+            "elements": [_mrkdwn(fit(t, CONTEXT_LIMIT)) for t in texts if t][:10]}
 
 
 def _header(text: str) -> Block:

@@ -18,6 +18,7 @@ from bot.digest_blocks import DigestInputError, parse_days, post_digest
 from bot.slack.diagnoser import AlreadyRunning
 from bot.slack.mrkdwn import SECTION_LIMIT, escape, fit
 from bot.slack.refs import explicit_job_ref
+from bot.sources.netguard import safe_url
 
 if TYPE_CHECKING:
     from bot.app import BotServices
@@ -63,7 +64,7 @@ def _diagnose(ctx: SlashContext, args: list[str]) -> None:
         ctx.respond(text=f"I could not post in this channel ({escape(why)}).{hint}", replace_original=False)
         return
     if isinstance(outcome, AlreadyRunning):
-        log.info("%s was already being diagnosed", ref)
+        log.info("%s was already being diagnosed", safe_url(ref) if "://" in ref else ref)
 
 
 def _patterns(ctx: SlashContext, args: list[str]) -> None:

@@ -23,6 +23,7 @@ from bot.slack.blocks import error_message, note_message, progress_message, summ
 from bot.slack.inflight import InFlight, Where
 from bot.slack.mrkdwn import escape
 from bot.slack.uploads import OutFile, upload_files
+from bot.sources.netguard import safe_url
 from bot.triage import TriageRequest, TriageResult, triage
 from engine.ingest import JobError
 from engine.model import Diagnosis
@@ -30,6 +31,7 @@ from kb import KbError
 
 log = logging.getLogger(__name__)
 UPDATE_EVERY_SECONDS = 2.0  # chat.update is rate limited (Tier 3): at most one progress edit per this
+MAX_QUEUED = 20  # analyses queued or running at once; more requests are turned away politely
 
 Triage = Callable[..., TriageResult]
 
@@ -44,6 +46,14 @@ class Accepted:
 
 
 @dataclass(frozen=True)
+class Busy:
+    """Too many analyses are queued; the asker was told to try again later."""
+
+    ref: str
+    where: Where
+
+
+@dataclass(frozen=True)
 class AlreadyRunning:
     """Someone asked for this job before and its analysis is still running at ``where``."""
 
@@ -53,23 +63,32 @@ class AlreadyRunning:
 
 class Diagnoser:
     def __init__(self, settings: Settings, client: WebClient, *, run_triage: Triage = triage,
-                 inflight: InFlight | None = None) -> None:
+                 inflight: InFlight | None = None, max_queued: int = MAX_QUEUED) -> None:
         self.settings = settings
         self.client = client
         self.run_triage = run_triage
         self.inflight = inflight or InFlight()
         self.pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="l4-diagnose")
         self._futures: set[Future] = set()
+        self._messages: dict[Future, tuple[str, str, str]] = {}  # future -> (ref, channel, progress ts)
+        self.max_queued = max_queued
         self._lock = threading.Lock()
 
     def request(self, ref: str, channel: str, thread_ts: str, user: str | None = None
-                ) -> Accepted | AlreadyRunning:
+                ) -> Accepted | AlreadyRunning | Busy:
         """Start diagnosing ``ref`` with its answer in ``channel``/``thread_ts`` (see module doc)."""
         where = Where(channel, thread_ts)
         running = self.inflight.claim(ref, where)
         if running is not None:
             self._point_to(ref, running, where, user)
             return AlreadyRunning(ref, running)
+        with self._lock:
+            queued = len(self._futures)
+        if queued >= self.max_queued:
+            self.inflight.release(ref)
+            text, blocks = error_message(ref, f"I am busy with {queued} analyses; ask again in a few minutes")
+            self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+            return Busy(ref, where)
         try:
             text, blocks = progress_message(ref)
             posted = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text,
@@ -82,12 +101,14 @@ class Diagnoser:
         future = self.pool.submit(self._work, ref, where, ts, requested_at)
         with self._lock:
             self._futures.add(future)
+            self._messages[future] = (ref, where.channel, ts)
         future.add_done_callback(self._forget)
         return Accepted(ref, where, ts)
 
     def _forget(self, future: Future) -> None:
         with self._lock:
             self._futures.discard(future)
+            self._messages.pop(future, None)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Wait until no analysis is queued or running (for tests and shutdown)."""
@@ -100,7 +121,22 @@ class Diagnoser:
         return False
 
     def shutdown(self, wait: bool = True) -> None:
-        self.pool.shutdown(wait=wait, cancel_futures=not wait)
+        """Stop the pool. Without ``wait``, queued analyses are cancelled and their progress messages
+        say so; running ones are left to finish."""
+        if wait:
+            self.pool.shutdown(wait=True)
+            return
+        with self._lock:
+            pending = [(f, m) for f, m in self._messages.items() if not f.running() and not f.done()]
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for future, (ref, channel, ts) in pending:
+            if not future.cancelled():
+                continue
+            text, blocks = error_message(ref, "the bot stopped before this analysis started; ask again")
+            try:
+                self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+            except (SlackApiError, SlackClientError) as exc:
+                log.warning("cannot tell %s that it was cancelled: %s", _shown(ref), _why(exc))
 
     # -- the work ----------------------------------------------------------------------------------
     def _point_to(self, ref: str, running: Where, asked_in: Where, user: str | None) -> None:
@@ -116,7 +152,7 @@ class Diagnoser:
             self.client.chat_postMessage(channel=asked_in.channel, thread_ts=asked_in.thread_ts, text=t,
                                          blocks=blocks)
         except (SlackApiError, SlackClientError) as exc:
-            log.warning("cannot point %s to the running analysis of %s: %s", asked_in, ref, _why(exc))
+            log.warning("cannot point %s to the running analysis of %s: %s", asked_in, _shown(ref), _why(exc))
 
     def _permalink(self, where: Where) -> str | None:
         try:
@@ -139,7 +175,7 @@ class Diagnoser:
         except (JobError, KbError, ConfigError) as exc:
             text, blocks = error_message(ref, str(exc))
         except Exception as exc:  # noqa: BLE001 - one line in the thread, the trace in the bot's log
-            log.exception("diagnosis of %s failed", ref)
+            log.exception("diagnosis of %s failed", _shown(ref))
             text, blocks = error_message(ref, f"internal error ({type(exc).__name__}); the bot's log "
                                               "has the details")
         else:
@@ -157,9 +193,9 @@ class Diagnoser:
                      for name, png in diagnosis_pngs(diagnosis)]
             upload_files(self.client, where.channel, where.thread_ts, files)
         except (SlackApiError, SlackClientError) as exc:  # plots are a bonus; the summary is posted
-            log.warning("cannot attach the plots of %s: %s", ref, _why(exc))
+            log.warning("cannot attach the plots of %s: %s", _shown(ref), _why(exc))
         except Exception:  # noqa: BLE001 - a plotting bug must not look like a failed diagnosis
-            log.exception("plots of %s failed", ref)
+            log.exception("plots of %s failed", _shown(ref))
 
 
 class _ProgressMessage:
@@ -203,6 +239,11 @@ class _ProgressMessage:
                 self.client.chat_update(channel=self.channel, ts=self.ts, text=fallback, blocks=fb_blocks)
             except (SlackApiError, SlackClientError):
                 log.warning("cannot post the failure for %s either", self.label)
+
+
+def _shown(ref: str) -> str:
+    """``ref`` fit for the bot's log: a link without credentials or query string (bot.sources)."""
+    return safe_url(ref) if "://" in ref else ref
 
 
 def _why(exc: Exception) -> str:

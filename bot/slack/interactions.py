@@ -120,8 +120,12 @@ def register(app: App, bot: BotServices) -> None:
             _tell(client, body, "This diagnosis found no events to build a signature from; "
                                 "confirm a root cause on a diagnosis that shows its events.")
             return
-        client.views_open(trigger_id=body["trigger_id"],
-                          view=confirm_view(stored.data, stored.id, channel, thread_ts))
+        try:
+            client.views_open(trigger_id=body["trigger_id"],
+                              view=confirm_view(stored.data, stored.id, channel, thread_ts))
+        except (SlackApiError, SlackClientError) as exc:  # e.g. expired_trigger_id after a slow lookup
+            why = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+            _tell(client, body, f"Sorry, the form could not be opened ({escape(why)}); click Confirm again.")
 
     @app.view(CALLBACK_CONFIRM)
     def on_confirm_submit(ack: Ack, body: dict[str, Any], view: dict[str, Any], client: WebClient) -> None:
@@ -183,7 +187,13 @@ def register(app: App, bot: BotServices) -> None:
         if not channel:
             return
         job = str(stored.data.get("job_id") or "job")
-        html = render_html(diagnosis_from_dict(stored.data))
+        try:
+            html = render_html(diagnosis_from_dict(stored.data))
+        except Exception:  # noqa: BLE001 - one line for the user, the trace in the bot's log
+            log.exception("report of diagnosis %s failed", stored.id)
+            _tell(client, body, "Sorry, the report could not be made; the bot's log has the details.",
+                  thread_ts)
+            return
         try:
             upload_files(client, channel, thread_ts,
                          [OutFile(f"l4-{_safe_name(job)}-{stored.id}.html", html, f"L4 report: {job}")])

@@ -85,7 +85,7 @@ def confirm_view(diagnosis: dict[str, Any], diagnosis_id: int, channel: str | No
     job = str(diagnosis.get("job_id") or "")
     listing = "\n".join(f"*{i}.* `{escape(plain(t, 280))}`" for i, t in enumerate(choices))
     blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": fit(
+        {"type": "section", "text": {"type": "mrkdwn", "verbatim": True, "text": fit(
             f"Diagnosis #{diagnosis_id} of *{escape(job)}*. The events you tick become the pattern's "
             "signature: the next job that shows them is named with this pattern at once.", 3000)}},
         _input("title", "Title", title_el, "What failed, in a few words"),
@@ -98,7 +98,7 @@ def confirm_view(diagnosis: dict[str, Any], diagnosis_id: int, channel: str | No
             "max_length": REMEDIATION_MAX}, "What to do when this happens again"),
     ]
     if choices:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn",
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "verbatim": True,
                                                     "text": fit("*Events*\n" + listing, 3000)}})
         blocks.append(_input("events", "Signature events", events_el, "Tick the events that form the fault"))
     return {

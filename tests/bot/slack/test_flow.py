@@ -122,6 +122,15 @@ def test_not_the_cause_and_full_report(tmp_path: Path, log_root: Path):
         assert b"<!channel>" not in up.content
 
 
+def test_an_expired_form_trigger_is_told_not_dropped(tmp_path: Path, log_root: Path):
+    with BotHarness(tmp_path, log_root=log_root, sre_users=[SRE]) as bot:
+        bot.event(message_event("C1", DEV, "job-0001"))
+        summary = bot.wait_summary("job-0001")
+        bot.slack.fail_next("views.open", status=200, error="expired_trigger_id", retry_after=None)
+        bot.click("l4_confirm", summary, SRE)
+        bot.slack.wait_for_call("chat.postEphemeral", where=lambda c: "expired_trigger" in c.params["text"])
+
+
 def test_only_sres_may_confirm(tmp_path: Path, log_root: Path):
     with BotHarness(tmp_path, log_root=log_root, sre_users=[SRE], sre_usergroup="SSRES",
                     usergroups={"SSRES": [GROUP_SRE]}) as bot:
