@@ -6,7 +6,9 @@ holds up Slack's next one; Bolt verifies every request's signature with SLACK_SI
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from slack_bolt import App
@@ -29,9 +31,29 @@ class _QuietHandler(WSGIRequestHandler):
         log.debug("%s " + format, self.address_string(), *args)
 
 
+MAX_BODY_BYTES = 1 << 20  # Slack's requests are a few kB; anything this big is not from Slack
+
+
+def _limit_body(wsgi_app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+    """Refuse bodies over MAX_BODY_BYTES (or of unknown length) before Bolt reads them whole: an
+    unauthenticated client must not make the bot buffer gigabytes to check a signature."""
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") == "POST":
+            try:
+                length = int(environ.get("CONTENT_LENGTH") or "")
+            except ValueError:
+                length = -1
+            if not 0 <= length <= MAX_BODY_BYTES:
+                start_response("413 Payload Too Large", [("Content-Type", "text/plain")])
+                return [b"request body too large or of unknown length\n"]
+        return wsgi_app(environ, start_response)
+
+    return app
+
+
 def http_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> ThreadingWSGIServer:
     """A threaded HTTP server for ``app`` at ``POST /slack/events`` (call ``serve_forever()``)."""
-    handler = SlackRequestHandler(app, path=EVENTS_PATH)
+    handler = _limit_body(SlackRequestHandler(app, path=EVENTS_PATH))
     return make_server(host, port, handler, server_class=ThreadingWSGIServer,  # type: ignore[return-value]
                        handler_class=_QuietHandler)
 

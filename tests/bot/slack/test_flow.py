@@ -253,6 +253,8 @@ def test_bad_signature_is_refused(tmp_path: Path, log_root: Path):
         assert post_signed(bot.url, "not-the-secret", body).status == 401
         assert post_signed(bot.url, SECRET, body, signature="v0=" + "0" * 64).status == 401
         assert post_signed(bot.url, SECRET, body, timestamp=1).status == 401  # replayed, 1970
+        huge = event_body(message_event("C1", DEV, "job-0001 " + "x" * (2 << 20)))
+        assert post_signed(bot.url, SECRET, huge).status == 413  # refused before Bolt buffers it
         assert bot.services.diagnoser.wait_idle(2)
         assert not bot.slack.calls_to("chat.postMessage")
 
