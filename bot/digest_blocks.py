@@ -59,6 +59,11 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
+def _n(count: int, one: str, many: str | None = None) -> str:
+    """``1 job``, ``3 jobs``."""
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
 def _day(t: datetime | None) -> str:
     return t.strftime("%Y-%m-%d") if t else "-"
 
@@ -87,8 +92,9 @@ def _headline(dg: Digest) -> str:
 
 
 def _summary(dg: Digest) -> str:
-    return (f"{dg.start:%Y-%m-%d %H:%M} → {dg.end:%Y-%m-%d %H:%M} UTC · {dg.diagnoses} diagnoses "
-            f"({dg.previous_diagnoses} in the {dg.days} days before) · median request→diagnosis "
+    return (f"{dg.start:%Y-%m-%d %H:%M} → {dg.end:%Y-%m-%d %H:%M} UTC · {_n(dg.jobs, 'job')} diagnosed "
+            f"({dg.previous_jobs} in the {dg.days} days before) · "
+            f"{_n(dg.diagnoses, 'diagnosis', 'diagnoses')} · median request→diagnosis "
             f"{duration(dg.median_to_diagnosis)} · request→confirmation "
             f"{duration(dg.median_to_confirmation)} "
             f"({dg.confirmations} confirmed)")
@@ -98,8 +104,8 @@ def _pattern_line(p: Any, code: Callable[[object], str], text: Callable[[object]
     trend = _TREND.get(p.trend, p.trend)
     change = "new" if p.trend == "new" else f"{trend} from {p.previous}"
     sev = f", {text(p.severity)}" if p.severity else ""
-    return (f"• {bold}{text(p.title)}{bold} ({code(p.pattern_id)}{sev}): {p.count}× ({change}) in "
-            f"{len(p.jobs)} job{'s' if len(p.jobs) != 1 else ''} · first seen {_day(p.first_seen)}, "
+    return (f"• {bold}{text(p.title)}{bold} ({code(p.pattern_id)}{sev}): {_n(p.count, 'job')} ({change}) "
+            f"· first seen {_day(p.first_seen)}, "
             f"last {_day(p.last_seen)} · jobs: {', '.join(text(j) for j in _jobs(p.jobs))}")
 
 
@@ -141,6 +147,11 @@ def _backlog_line(b: Any) -> str:
     return f"• {where} · diagnosis {b.diagnosis_id} · {pat} · {_day(b.diagnosed_at)}"
 
 
+def _backlog_title(dg: Digest) -> str:
+    return (f"{_n(dg.backlog_total, 'unconfirmed job')} ({dg.backlog_in_window} from this window), "
+            "oldest first")
+
+
 def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
     """Block Kit for a digest (at most 50 blocks)."""
     blocks: list[dict[str, Any]] = [
@@ -154,10 +165,9 @@ def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
     blocks.append(_section(f"Repeat-offender nodes (in {dg.offender_min_jobs} or more failed jobs)",
                            [_offender_line(o, _code, esc, "*") for o in dg.offenders], dg.offenders_total,
                            "nodes", f"No node was implicated in {dg.offender_min_jobs} or more failed jobs."))
-    blocks.append(_section(f"Waiting for a human: {dg.backlog_total} unconfirmed diagnoses "
-                           f"({dg.backlog_in_window} from this window), oldest first",
-                           [_backlog_line(b) for b in dg.backlog], dg.backlog_total, "diagnoses",
-                           "Nothing waits: every diagnosis has an SRE's verdict."))
+    blocks.append(_section(f"Waiting for a human: {_backlog_title(dg)}",
+                           [_backlog_line(b) for b in dg.backlog], dg.backlog_total, "jobs",
+                           "Nothing waits: every diagnosed job has an SRE's verdict."))
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "verbatim": True, "text":
                    "Confirm or reject a diagnosis in its thread. Another window: `/l4 digest DAYS`."}]})
     return blocks[:MAX_BLOCKS]
@@ -166,9 +176,9 @@ def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
 def digest_fallback(dg: Digest) -> str:
     """The notification text of a digest message (Slack's ``text``)."""
     top = dg.patterns[0] if dg.patterns else None
-    most = f"; most frequent: {esc(top.title)} ({top.count}×)" if top else ""
-    return _cut(f"{_headline(dg)}: {dg.diagnoses} diagnoses{most}; {dg.offenders_total} repeat-offender "
-                f"nodes; {dg.backlog_total} unconfirmed", 3000)
+    most = f"; most frequent: {esc(top.title)} ({_n(top.count, 'job')})" if top else ""
+    return _cut(f"{_headline(dg)}: {_n(dg.jobs, 'job')} diagnosed{most}; {dg.offenders_total} "
+                f"repeat-offender nodes; {_n(dg.backlog_total, 'unconfirmed job')}", 3000)
 
 
 # ---- plain text (CLI) ---------------------------------------------------------------------------
@@ -186,8 +196,7 @@ def digest_text(dg: Digest) -> str:
     out += [_offender_line(o, plain, plain, "") for o in dg.offenders] or ["  none"]
     if dg.offenders_total > len(dg.offenders):
         out.append(f"  …and {dg.offenders_total - len(dg.offenders)} more")
-    out += ["", f"Waiting for a human: {dg.backlog_total} unconfirmed diagnoses "
-                f"({dg.backlog_in_window} from this window), oldest first:"]
+    out += ["", f"Waiting for a human: {_backlog_title(dg)}:"]
     for b in dg.backlog:
         pat = f"matched {b.pattern_id}" if b.pattern_id else "engine only, no known pattern"
         out.append(f"• {plain(b.job_id)} · diagnosis {b.diagnosis_id} · {pat} · "

@@ -58,6 +58,7 @@ def seed_demo(s: Session, now: datetime = DEMO_NOW, seed: int = 4) -> None:
 
     rng = random.Random(seed)
     n = 0
+    diagnosed: dict[str, tuple[str, list[str], datetime]] = {}
     for pid, before, during, nodes in _DEMO_PATTERNS:
         for week, count in ((1, before), (0, during)):
             for _ in range(count):
@@ -65,6 +66,7 @@ def seed_demo(s: Session, now: datetime = DEMO_NOW, seed: int = 4) -> None:
                 when = now - timedelta(days=7 * week + rng.uniform(0.2, 6.8))
                 node = [nodes[(n + week) % len(nodes)]] if nodes else []
                 _store_demo(s, rng, f"job-{4100 + n}", pid, node, when, posted=rng.random() < 0.8)
+                diagnosed[f"job-{4100 + n}"] = (pid, node, when)
     for age_days in (20, 25):  # older history of the same patterns
         n += 1
         _store_demo(s, rng, f"job-{4100 + n}", "xid-79-fallen-off-bus", ["gpu-a017"],
@@ -84,6 +86,10 @@ def seed_demo(s: Session, now: datetime = DEMO_NOW, seed: int = 4) -> None:
         fb = s.get(Feedback, max(f.id for f in feedback.feedback_for(s, diagnosis_id=did)))
         fb.created_at = when + timedelta(hours=3, minutes=12)
         s.add(fb)
+    again = random.Random(seed + 1)  # jobs asked about again (they count once); own dice, same demo
+    for job, later in (("job-4102", timedelta(minutes=40)), ("job-4110", timedelta(hours=2))):
+        pid, node, when = diagnosed[job]
+        _store_demo(s, again, job, pid, node, when + later, posted=job == "job-4102")
     s.commit()
 
 

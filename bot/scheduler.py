@@ -5,12 +5,15 @@ One job, id ``l4-digest``, runs ``bot.scheduler:run_digest`` (referenced by text
 process finds it) on the cron expression ``L4_DIGEST_CRON`` (UTC, default Mondays 09:00) and posts
 to ``L4_DIGEST_CHANNEL``. Runs that were missed while the bot was down are coalesced into one,
 if they are less than ``MISFIRE_GRACE_SECONDS`` late; never two runs at once in one process.
+On start a stored job with the same schedule is left as it is (so its overdue run happens); a
+changed schedule or channel replaces it, keeping an overdue run that is still within the grace.
 Only the channel and the number of days are stored with the job, never a token or a URL.
 """
 from __future__ import annotations
 
 import logging
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
@@ -66,22 +69,57 @@ def build_scheduler(settings: Settings) -> BackgroundScheduler:
 
 def start_digest_scheduler(settings: Settings, client: Any = None, *, trigger: BaseTrigger | None = None,
                            days: int = DIGEST_DAYS) -> BackgroundScheduler | None:
-    """Start the scheduler with the digest job (replacing a stored one, so a changed cron or channel
-    takes effect). None when ``L4_DIGEST_CHANNEL`` is not set. ``client`` (a WebClient) is used by the
-    job while this process runs; ``trigger`` overrides the cron expression (tests)."""
+    """Start the scheduler with the digest job. None when ``L4_DIGEST_CHANNEL`` is not set.
+
+    A stored job with the same trigger, channel and days is kept as it is, so a run that was due
+    while the bot was down happens once now (within ``MISFIRE_GRACE_SECONDS``). A changed cron or
+    channel replaces it; its stored next run is kept when that is overdue but within the grace.
+    ``client`` (a WebClient) is used by the job while this process runs; ``trigger`` overrides the
+    cron expression (tests)."""
     if not settings.digest_channel:
         return None
     trigger = trigger or cron_trigger(settings.digest_cron)
     with _runtime_lock:
         _runtime.update(settings=settings, client=client)
     scheduler = build_scheduler(settings)
-    scheduler.add_job(JOB_FUNC, trigger=trigger, id=DIGEST_JOB_ID, name="L4 recurring-fault digest",
-                      kwargs={"channel": settings.digest_channel, "days": days}, replace_existing=True)
-    scheduler.start()
+    scheduler.start(paused=True)  # the job store is open, nothing runs until resume()
+    try:
+        _ensure_digest_job(scheduler, trigger, {"channel": settings.digest_channel, "days": days})
+    except BaseException:
+        scheduler.shutdown(wait=False)
+        raise
+    scheduler.resume()
     job = scheduler.get_job(DIGEST_JOB_ID)
     log.info("digest scheduled for %s, next run %s", settings.digest_channel,
              job.next_run_time if job else "never")
     return scheduler
+
+
+def _job_spec(func_ref: str, trigger: BaseTrigger, kwargs: dict[str, Any], grace: int | None) -> tuple:
+    """What makes two digest jobs the same (a trigger's repr holds its fields, dates and zone)."""
+    return func_ref, type(trigger).__name__, repr(trigger), sorted(kwargs.items()), grace
+
+
+def _ensure_digest_job(scheduler: BackgroundScheduler, trigger: BaseTrigger, kwargs: dict[str, Any]) -> None:
+    """Add the digest job to a started (paused) scheduler, keeping a stored one's overdue run."""
+    try:
+        stored = scheduler.get_job(DIGEST_JOB_ID)
+    except Exception as exc:  # noqa: BLE001 - an unreadable stored job is replaced, not fatal
+        log.warning("stored digest job unreadable, replacing it: %s", exc.__class__.__name__)
+        scheduler.remove_job(DIGEST_JOB_ID)
+        stored = None
+    wanted = _job_spec(JOB_FUNC, trigger, kwargs, MISFIRE_GRACE_SECONDS)
+    if stored is not None and _job_spec(stored.func_ref, stored.trigger, stored.kwargs,
+                                        stored.misfire_grace_time) == wanted:
+        return  # unchanged: APScheduler runs an overdue run once on resume, within the grace
+    keep: dict[str, Any] = {}
+    due = getattr(stored, "next_run_time", None)
+    if due is not None:
+        late = (datetime.now(UTC) - due).total_seconds()
+        if 0 < late <= MISFIRE_GRACE_SECONDS:
+            keep["next_run_time"] = due  # the missed run still happens once, then the new schedule
+    scheduler.add_job(JOB_FUNC, trigger=trigger, id=DIGEST_JOB_ID, name="L4 recurring-fault digest",
+                      kwargs=kwargs, replace_existing=True, **keep)
 
 
 def run_digest(channel: str, days: int = DIGEST_DAYS) -> str | None:

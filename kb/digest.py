@@ -1,9 +1,14 @@
 """The recurring-fault digest: what kept coming back in a window of days, compared with the window
 before it. Pure reads of the knowledge base; rules in ``kb/data/digest.yaml``.
 
-A diagnosis counts for a fault pattern when an SRE confirmed it as that pattern (the newest
-confirmation wins), or else when it matched the pattern and nobody rejected that match. Its time
-is when it was diagnosed (``diagnosed_at``, else ``created_at``).
+Counts are of failed jobs, not diagnoses: a job asked about several times (in several threads, or
+again after it finished) counts once per window. A job counts for a fault pattern when an SRE
+confirmed one of its diagnoses of the window as that pattern (the newest confirmation wins), or else
+when its latest diagnosis of the window matched the pattern and nobody rejected that pattern for
+one of the job's diagnoses (or rejected that latest diagnosis). A diagnosis's time is when it was
+diagnosed (``diagnosed_at``, else ``created_at``); a job's is its latest diagnosis's. The backlog
+lists each job once (its latest diagnosis) while no diagnosis of the job has an SRE's verdict. The
+median request→diagnosis time is over the window's diagnoses.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from importlib import resources
 from typing import Any
 
 import yaml
-from sqlalchemy import and_, exists, func, or_
+from sqlalchemy import and_, func, or_
 from sqlmodel import Session, select
 
 from kb import KbError
@@ -33,8 +38,8 @@ class PatternTrend:
     title: str
     category: str
     severity: str
-    count: int  # diagnoses in the window
-    previous: int  # diagnoses in the previous window
+    count: int  # distinct jobs in the window
+    previous: int  # distinct jobs in the previous window
     trend: str  # new | up | down | same
     first_seen: datetime | None  # earliest diagnosis ever counted for the pattern
     last_seen: datetime | None  # latest one (up to the end of the window)
@@ -48,13 +53,13 @@ class NodeOffender:
     incidents: int
     max_score: float
     last_seen: datetime
-    patterns: list[str] = field(default_factory=list)  # pattern ids, most frequent first
+    patterns: list[str] = field(default_factory=list)  # pattern ids, in most jobs first
     recommendation: str = "inspect"  # drain | inspect
     reason: str = ""
 
 
 @dataclass
-class BacklogItem:
+class BacklogItem:  # one job no SRE has given a verdict on, as its latest diagnosis
     diagnosis_id: int
     job_id: str
     status: str
@@ -79,14 +84,16 @@ class Digest:
     offenders_total: int = 0
     offender_min_jobs: int = 2  # the rule that made them offenders (kb/data/digest.yaml)
     backlog: list[BacklogItem] = field(default_factory=list)
-    backlog_total: int = 0
-    backlog_in_window: int = 0
+    backlog_total: int = 0  # jobs
+    backlog_in_window: int = 0  # of them, jobs whose latest diagnosis is in the window
     confirmations: int = 0  # confirmations made in the window
     median_to_diagnosis: float | None = None  # seconds, request → diagnosis (window's diagnoses)
     median_to_confirmation: float | None = None  # seconds, request → confirmation (window's confirmations)
     # per-day counts over both windows (24-hour bins ending at `end`), for the top patterns
     day_starts: list[datetime] = field(default_factory=list)
-    pattern_days: dict[str, list[int]] = field(default_factory=dict)
+    pattern_days: dict[str, list[int]] = field(default_factory=dict)  # jobs, on their latest diagnosis's day
+    jobs: int = 0  # distinct jobs diagnosed in the window
+    previous_jobs: int = 0  # in the previous window
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (datetimes as ISO-8601 strings)."""
@@ -147,16 +154,18 @@ def compute_digest(session: Session, *, days: int = 7, now: datetime | None = No
                 offender_min_jobs=rules.repeat_offender_min_jobs)
 
     rows = _rows(session, and_(_when() >= prev_start, _when() < end))
-    effective = _effective_patterns(session, rows)
+    verdicts = _verdicts(session, rows)
     current = [r for r in rows if r.time >= start]
     previous = [r for r in rows if r.time < start]
     dg.diagnoses, dg.previous_diagnoses = len(current), len(previous)
+    now_jobs, prev_jobs = _jobs(current, verdicts), _jobs(previous, verdicts)
+    dg.jobs, dg.previous_jobs = len(now_jobs), len(prev_jobs)
 
-    _fill_patterns(session, dg, current, previous, effective, rules)
-    _fill_offenders(session, dg, effective, rules)
+    _fill_patterns(session, dg, now_jobs, prev_jobs, rules)
+    _fill_offenders(session, dg, now_jobs, rules)
     _fill_backlog(session, dg, rules)
     _fill_times(session, dg, current)
-    _fill_days(dg, rows, effective, rules)
+    _fill_days(dg, [*now_jobs.values(), *prev_jobs.values()], rules)
     return dg
 
 
@@ -203,25 +212,59 @@ def _feedback(session: Session, ids: Sequence[int]) -> list[Feedback]:
     return out
 
 
-def _effective_patterns(session: Session, rows: Sequence[_Row]) -> dict[int, str | None]:
-    """Diagnosis id → the pattern it counts for (see the module docstring)."""
-    confirmed: dict[int, tuple[datetime, int, str]] = {}
-    rejected: set[tuple[int, str | None]] = set()
+@dataclass
+class _Verdicts:
+    confirmed: dict[int, tuple[datetime, int, str]]  # diagnosis id → newest (time, id, pattern)
+    rejected: set[tuple[int, str | None]]  # (diagnosis id, pattern id or None)
+
+
+@dataclass
+class _Job:
+    """One job in one window: its diagnoses there, the latest of them, the pattern it counts for."""
+    job_id: str
+    rows: list[_Row]
+    latest: _Row
+    pattern: str | None
+
+
+def _verdicts(session: Session, rows: Sequence[_Row]) -> _Verdicts:
+    v = _Verdicts(confirmed={}, rejected=set())
     for fb in _feedback(session, [r.id for r in rows]):
         if fb.verdict == "confirm" and fb.pattern_id:
             key = (_aware(fb.created_at), fb.id or 0, fb.pattern_id)
-            if fb.diagnosis_id not in confirmed or key > confirmed[fb.diagnosis_id]:
-                confirmed[fb.diagnosis_id] = key
+            if fb.diagnosis_id not in v.confirmed or key > v.confirmed[fb.diagnosis_id]:
+                v.confirmed[fb.diagnosis_id] = key
         elif fb.verdict == "reject":
-            rejected.add((fb.diagnosis_id, fb.pattern_id))
-    out: dict[int, str | None] = {}
+            v.rejected.add((fb.diagnosis_id, fb.pattern_id))
+    return v
+
+
+def _effective_patterns(session: Session, rows: Sequence[_Row]) -> dict[int, str | None]:
+    """Diagnosis id → the pattern that diagnosis alone counts for (its confirmation, else its match
+    unless rejected)."""
+    v = _verdicts(session, rows)
+    return {r.id: _counted_pattern([r], r, v) for r in rows}
+
+
+def _counted_pattern(rows: Sequence[_Row], latest: _Row, v: _Verdicts) -> str | None:
+    """The pattern a job with diagnoses ``rows`` counts for (see the module docstring)."""
+    confirmations = [v.confirmed[r.id] for r in rows if r.id in v.confirmed]
+    if confirmations:
+        return max(confirmations)[2]
+    if not latest.matched or (latest.id, None) in v.rejected:
+        return None
+    return None if any((r.id, latest.matched) in v.rejected for r in rows) else latest.matched
+
+
+def _jobs(rows: Sequence[_Row], v: _Verdicts) -> dict[str, _Job]:
+    """Job id → the job (one window's rows)."""
+    by_job: dict[str, list[_Row]] = defaultdict(list)
     for r in rows:
-        if r.id in confirmed:
-            out[r.id] = confirmed[r.id][2]
-        elif r.matched and (r.id, r.matched) not in rejected and (r.id, None) not in rejected:
-            out[r.id] = r.matched
-        else:
-            out[r.id] = None
+        by_job[r.job_id].append(r)
+    out: dict[str, _Job] = {}
+    for job_id, rs in by_job.items():
+        latest = max(rs, key=lambda r: (r.time, r.id))
+        out[job_id] = _Job(job_id=job_id, rows=rs, latest=latest, pattern=_counted_pattern(rs, latest, v))
     return out
 
 
@@ -239,10 +282,10 @@ def _trend(count: int, previous: int) -> str:
     return "up" if count > previous else "down" if count < previous else "same"
 
 
-def _fill_patterns(session: Session, dg: Digest, current: list[_Row], previous: list[_Row],
-                   effective: dict[int, str | None], rules: DigestRules) -> None:
-    now_counts = Counter(effective[r.id] for r in current if effective[r.id])
-    prev_counts = Counter(effective[r.id] for r in previous if effective[r.id])
+def _fill_patterns(session: Session, dg: Digest, current: dict[str, _Job], previous: dict[str, _Job],
+                   rules: DigestRules) -> None:
+    now_counts = Counter(j.pattern for j in current.values() if j.pattern)
+    prev_counts = Counter(j.pattern for j in previous.values() if j.pattern)
     ranked = sorted(now_counts, key=lambda p: (-now_counts[p], -prev_counts[p], p))
     dg.patterns_total = len(ranked)
     shown = ranked[:rules.max_patterns]
@@ -250,7 +293,7 @@ def _fill_patterns(session: Session, dg: Digest, current: list[_Row], previous: 
     info = _patterns_by_id(session, shown)
     for pid in shown:
         p = info.get(pid)
-        jobs = sorted({r.job_id for r in current if effective[r.id] == pid})
+        jobs = sorted(j.job_id for j in current.values() if j.pattern == pid)
         first, last = seen.get(pid, (None, None))
         dg.patterns.append(PatternTrend(
             pattern_id=pid, title=p.title if p else pid, category=p.category if p else "",
@@ -277,8 +320,8 @@ def _seen_range(session: Session, pattern_ids: Sequence[str], end: datetime,
     return out
 
 
-def _fill_offenders(session: Session, dg: Digest, effective: dict[int, str | None],
-                    rules: DigestRules) -> None:
+def _fill_offenders(session: Session, dg: Digest, current: dict[str, _Job], rules: DigestRules) -> None:
+    job_pattern = {r.id: j.pattern for j in current.values() for r in j.rows}
     stmt = select(NodeIncident).where(NodeIncident.time >= dg.start, NodeIncident.time < dg.end)
     by_node: dict[str, list[NodeIncident]] = defaultdict(list)
     for inc in session.exec(stmt):
@@ -288,8 +331,9 @@ def _fill_offenders(session: Session, dg: Digest, effective: dict[int, str | Non
         jobs = sorted({i.job_id for i in incs})
         if len(jobs) < rules.repeat_offender_min_jobs:
             continue
-        pats = Counter(p for i in incs
-                       if (p := effective[i.diagnosis_id] if i.diagnosis_id in effective else i.pattern_id))
+        per_job = {(i.job_id, p) for i in incs  # a job asked about twice counts once
+                   if (p := job_pattern[i.diagnosis_id] if i.diagnosis_id in job_pattern else i.pattern_id)}
+        pats = Counter(p for _, p in per_job)
         offenders.append(NodeOffender(
             node=node, jobs=jobs, incidents=len(incs), max_score=max(float(i.score) for i in incs),
             last_seen=max(_aware(i.time) for i in incs),
@@ -315,19 +359,42 @@ def _recommend(o: NodeOffender, info: dict[str, FaultPattern], rules: DigestRule
 
 
 def _fill_backlog(session: Session, dg: Digest, rules: DigestRules) -> None:
-    no_feedback = ~exists().where(Feedback.diagnosis_id == DiagnosisRecord.id)
-    where = and_(no_feedback, _when() < dg.end)
-    dg.backlog_total = int(session.exec(select(func.count()).select_from(DiagnosisRecord).where(where)).one())
-    dg.backlog_in_window = int(session.exec(
-        select(func.count()).select_from(DiagnosisRecord).where(where, _when() >= dg.start)).one())
+    """Jobs without an SRE's verdict on any of their diagnoses, each as its latest diagnosis
+    (before the end of the window), oldest first."""
     D = DiagnosisRecord
-    stmt = (select(D.id, D.job_id, D.status, D.matched_pattern_id, D.diagnosed_at, D.created_at,
-                   D.slack_channel, D.slack_thread_ts)
-            .where(where).order_by(_when(), D.id).limit(rules.max_backlog))
-    for i, job, status, matched, dt, ct, ch, ts in session.exec(stmt):
+    handled = select(D.job_id).join(Feedback, Feedback.diagnosis_id == D.id)
+    rank = func.row_number().over(partition_by=D.job_id, order_by=(_when().desc(), D.id.desc()))
+    latest = (select(D.id, D.job_id, D.status, D.matched_pattern_id, _when().label("at"), D.slack_channel,
+                     D.slack_thread_ts, rank.label("rank"))
+              .where(_when() < dg.end, D.job_id.not_in(handled)).subquery())
+    one_per_job = latest.c.rank == 1
+    dg.backlog_total = int(session.exec(select(func.count()).select_from(latest).where(one_per_job)).one())
+    dg.backlog_in_window = int(session.exec(
+        select(func.count()).select_from(latest).where(one_per_job, latest.c.at >= dg.start)).one())
+    stmt = (select(latest.c.id, latest.c.job_id, latest.c.status, latest.c.matched_pattern_id, latest.c.at,
+                   latest.c.slack_channel, latest.c.slack_thread_ts)
+            .where(one_per_job).order_by(latest.c.at, latest.c.id).limit(rules.max_backlog))
+    for i, job, status, matched, at, ch, ts in session.exec(stmt):
         dg.backlog.append(BacklogItem(
-            diagnosis_id=i, job_id=job, status=status, diagnosed_at=_aware(dt or ct), pattern_id=matched,
+            diagnosis_id=i, job_id=job, status=status, diagnosed_at=_aware(at), pattern_id=matched,
             slack_channel=ch, slack_thread_ts=ts, link=slack_thread_link(ch, ts)))
+    _link_earlier_threads(session, dg)
+
+
+def _link_earlier_threads(session: Session, dg: Digest) -> None:
+    """A backlog job whose latest diagnosis was not posted in Slack (e.g. a CLI run) links to the
+    newest thread of the job that was, where an SRE can give the verdict."""
+    unlinked = {b.job_id: b for b in dg.backlog if b.link is None}
+    if not unlinked:
+        return
+    D = DiagnosisRecord
+    stmt = (select(D.job_id, D.slack_channel, D.slack_thread_ts)
+            .where(D.job_id.in_(list(unlinked)), _when() < dg.end, D.slack_channel.is_not(None),
+                   D.slack_thread_ts.is_not(None))
+            .order_by(_when(), D.id))
+    for job, ch, ts in session.exec(stmt):  # the newest comes last and wins
+        b = unlinked[job]
+        b.slack_channel, b.slack_thread_ts, b.link = ch, ts, slack_thread_link(ch, ts)
 
 
 def _fill_times(session: Session, dg: Digest, current: list[_Row]) -> None:
@@ -345,16 +412,15 @@ def _fill_times(session: Session, dg: Digest, current: list[_Row]) -> None:
     dg.median_to_confirmation = statistics.median(spans) if spans else None
 
 
-def _fill_days(dg: Digest, rows: list[_Row], effective: dict[int, str | None], rules: DigestRules) -> None:
+def _fill_days(dg: Digest, jobs: list[_Job], rules: DigestRules) -> None:
     n = 2 * dg.days
     dg.day_starts = [dg.previous_start + timedelta(days=i) for i in range(n)]
     plotted = [p.pattern_id for p in dg.patterns[:rules.plotted_patterns]]
     dg.pattern_days = {pid: [0] * n for pid in plotted}
-    for r in rows:
-        pid = effective[r.id]
-        if pid in dg.pattern_days:
-            i = min(n - 1, int((r.time - dg.previous_start).total_seconds() // 86400))
-            dg.pattern_days[pid][i] += 1
+    for j in jobs:
+        if j.pattern in dg.pattern_days:
+            i = min(n - 1, int((j.latest.time - dg.previous_start).total_seconds() // 86400))
+            dg.pattern_days[j.pattern][i] += 1
 
 
 def _jsonable(v: Any) -> Any:

@@ -35,7 +35,7 @@ def test_text_json_and_png(db_url, tmp_path) -> None:
            env={"L4_DATABASE_URL": db_url}, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["days"] == 14 and doc["diagnoses"] == 10
+    assert doc["days"] == 14 and doc["diagnoses"] == 12 and doc["jobs"] == 10
     assert [(p["pattern_id"], p["count"]) for p in doc["patterns"][:2]] == [("nic-link-down", 4),
                                                                            ("xid-79-fallen-off-bus", 4)]
     assert png.size((tmp_path / "p.png").read_bytes()) == (960, 540)

@@ -60,11 +60,12 @@ def test_blocks_of_a_seeded_digest(digest) -> None:
     _check_limits(blocks)
     text = "\n".join(_block_texts(blocks))
     assert "L4 digest: the last 7 days" in text
-    assert "`nic-link-down`" in text and "3× (↑ from 1)" in text and "2× (= from 2)" in text
+    assert "`nic-link-down`" in text and "3 jobs (↑ from 1)" in text and "2 jobs (= from 2)" in text
     assert "`node-02`: *drain* (implicated in 3 failed jobs)" in text
     assert "`node-03`: *inspect*" in text
     assert "<https://slack.com/archives/C0DIGEST/p1760000000000100|job-a>" in text
-    assert "9 unconfirmed diagnoses (5 from this window)" in text
+    assert "9 unconfirmed jobs (5 from this window)" in text
+    assert "7 jobs diagnosed (3 in the 7 days before) · 9 diagnoses" in text  # two were re-asked
     assert "median request→diagnosis 15 min" in text
 
 
@@ -85,7 +86,7 @@ def test_escaping_and_limits_with_hostile_and_huge_data(digest) -> None:
     text = "\n".join(_block_texts(blocks))
     assert "<!channel>" not in text and "<https://evil" not in text and "&lt;!channel&gt;" in text
     assert "https://x|y" not in text  # a link is only made from a plain channel id and ts
-    assert "more patterns_" in text and "more nodes_" in text and "more diagnoses_" in text
+    assert "more patterns_" in text and "more nodes_" in text and "more jobs_" in text
 
 
 def test_text_rendering(digest) -> None:
@@ -103,7 +104,7 @@ def test_post_digest_with_plot_in_thread(digest) -> None:
         ts = post_digest(client, "C0DIGEST", digest)
         (call,) = [c for c in slack.calls_to("chat.postMessage") if c.status == 200]
         assert call.params["channel"] == "C0DIGEST" and call.params["blocks"][0]["type"] == "header"
-        assert "9 unconfirmed" in call.params["text"]
+        assert "7 jobs diagnosed" in call.params["text"] and "9 unconfirmed jobs" in call.params["text"]
         (up,) = slack.uploads.values()
         assert up.completed and up.thread_ts == ts and up.channel == "C0DIGEST"
         assert up.filename == PLOT_FILENAME and png.size(up.content) == (960, 540)
@@ -137,7 +138,7 @@ def test_bad_days_give_one_line(raw) -> None:
 def test_digest_command(db_url, tmp_path) -> None:
     blocks, text = digest_command("14", Settings(database_url=db_url), now=NOW)
     _check_limits(blocks)
-    assert blocks[0]["text"]["text"] == "L4 digest: the last 14 days" and "diagnoses" in text
+    assert blocks[0]["text"]["text"] == "L4 digest: the last 14 days" and "10 jobs diagnosed" in text
     (tmp_path / "a-file").write_text("x")
     blocks, text = digest_command("7", Settings(database_url=f"sqlite:///{tmp_path / 'a-file' / 'kb.db'}"))
     assert text.startswith("l4 digest: could not read the knowledge base") and "\n" not in text

@@ -1,19 +1,27 @@
 """The scheduled digest: cron validation, a run on a short interval that posts to the fake Slack,
-and the job surviving a restart (a new process with a new scheduler on the same SQLite file)."""
+the job surviving a restart (a new process with a new scheduler on the same SQLite file), and a
+run missed while the bot was down made up once on start (same or changed schedule)."""
 from __future__ import annotations
 
 import logging
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from apscheduler.job import Job
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from bot import scheduler as sched
 from bot.config import ConfigError, Settings
+from kb.db import database_url, make_engine
 from tests.helpers import digest_seed
 from tests.helpers.fake_slack import FakeSlack
 
@@ -111,3 +119,91 @@ def test_failed_run_logs_one_line_without_token(db_url, slack, caplog) -> None:
     msg = rec.getMessage()
     assert "digest for C0GONE failed: SlackApiError" in msg and "\n" not in msg and "xoxb" not in msg
     assert sched.run_digest("C0DIGEST")  # the next run works
+
+
+# ---- a run missed while the bot was down -----------------------------------------------------------
+
+MONDAY_NINE = "0 9 * * mon"
+
+
+@contextmanager
+def _job_store(settings: Settings) -> Iterator[tuple[SQLAlchemyJobStore, BackgroundScheduler]]:
+    """The digest's SQLite job store, opened without a running scheduler (no thread that could run
+    or advance the job), and the bare scheduler its jobs belong to."""
+    bare = sched.build_scheduler(settings)
+    store = SQLAlchemyJobStore(engine=make_engine(database_url(settings.database_url)),
+                               tablename=sched.JOBS_TABLE)
+    store.start(bare, "default")
+    try:
+        yield store, bare
+    finally:
+        store.shutdown()
+
+
+def _store_overdue_job(settings: Settings, cron: str, late: timedelta, channel: str = "C0DIGEST") -> datetime:
+    """What a bot that stopped before the run leaves behind: the digest job in the SQLite job store,
+    its next run ``late`` in the past. Returns that run time."""
+    due = (datetime.now(UTC) - late).replace(microsecond=0)
+    with _job_store(settings) as (store, bare):
+        store.add_job(Job(bare, id=sched.DIGEST_JOB_ID, func=sched.JOB_FUNC, trigger=sched.cron_trigger(cron),
+                          executor="default", args=(), kwargs={"channel": channel, "days": 7},
+                          name="L4 recurring-fault digest", misfire_grace_time=sched.MISFIRE_GRACE_SECONDS,
+                          coalesce=True, max_instances=1, next_run_time=due))
+    return due
+
+
+def _posts_after_start(settings: Settings, slack: FakeSlack, expect: int) -> tuple[int, datetime | None]:
+    """Start the digest scheduler as the bot does, wait for ``expect`` posts and a bit longer (a
+    second run would show); return the number of posts and the job's next run time."""
+    scheduler = sched.start_digest_scheduler(settings, sched.web_client(settings))
+    try:
+        if expect:
+            slack.wait_for_call("chat.postMessage", count=expect, timeout=30)
+        time.sleep(1.5)
+        job = scheduler.get_job(sched.DIGEST_JOB_ID)
+        return len(slack.calls_to("chat.postMessage")), job.next_run_time
+    finally:
+        scheduler.shutdown(wait=True)
+
+
+def _next_cron(cron: str) -> datetime:
+    return sched.cron_trigger(cron).get_next_fire_time(None, datetime.now(UTC))
+
+
+def test_missed_run_with_the_same_schedule_posts_once_on_start(db_url, slack) -> None:
+    settings = _settings(db_url, slack, digest_cron=MONDAY_NINE)
+    _store_overdue_job(settings, MONDAY_NINE, timedelta(minutes=30))  # restarted at 09:30
+    posts, next_run = _posts_after_start(settings, slack, expect=1)
+    assert posts == 1
+    assert slack.calls_to("chat.postMessage")[0].params["channel"] == "C0DIGEST"
+    assert next_run == _next_cron(MONDAY_NINE)  # then back on the weekly schedule
+
+
+def test_missed_run_later_than_the_grace_is_skipped(db_url, slack, monkeypatch) -> None:
+    monkeypatch.setattr(sched, "MISFIRE_GRACE_SECONDS", 60)
+    settings = _settings(db_url, slack, digest_cron=MONDAY_NINE)
+    _store_overdue_job(settings, MONDAY_NINE, timedelta(minutes=5))
+    posts, next_run = _posts_after_start(settings, slack, expect=0)
+    assert posts == 0 and next_run == _next_cron(MONDAY_NINE)
+
+
+def test_changed_cron_reschedules_and_keeps_a_missed_run_within_the_grace(db_url, slack) -> None:
+    settings = _settings(db_url, slack, digest_cron="30 6 * * *")
+    _store_overdue_job(settings, MONDAY_NINE, timedelta(minutes=3), channel="C0OLD")
+    posts, next_run = _posts_after_start(settings, slack, expect=1)
+    assert posts == 1
+    assert slack.calls_to("chat.postMessage")[0].params["channel"] == "C0DIGEST"  # the new channel
+    assert next_run == _next_cron("30 6 * * *")
+    with _job_store(settings) as (store, _):  # what is stored now: the new cron and channel
+        (job,) = store.get_all_jobs()
+    assert job.id == sched.DIGEST_JOB_ID and str(job.trigger) == str(sched.cron_trigger("30 6 * * *"))
+    assert job.kwargs == {"channel": "C0DIGEST", "days": 7}
+
+
+def test_changed_cron_without_a_missed_run_is_rescheduled_without_running(db_url, slack,
+                                                                          monkeypatch) -> None:
+    monkeypatch.setattr(sched, "MISFIRE_GRACE_SECONDS", 60)
+    settings = _settings(db_url, slack, digest_cron="30 6 * * *")
+    _store_overdue_job(settings, MONDAY_NINE, timedelta(minutes=5))  # later than the grace
+    posts, next_run = _posts_after_start(settings, slack, expect=0)
+    assert posts == 0 and next_run == _next_cron("30 6 * * *")

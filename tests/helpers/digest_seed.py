@@ -9,16 +9,21 @@ job        diagnosed             matched pattern          nodes (score)         
 job-a      NOW - 1 d             xid-79-fallen-off-bus    node-01 .9, node-99 .3        (Slack C0DIGEST)
 job-b      NOW - 2 d             xid-79-fallen-off-bus    node-01 .8
 job-c      NOW - 3 d             nic-link-down            node-02 .7
+job-c      NOW - 3 d + 2 h       nic-link-down            node-02 .7                    (re-asked, C0DIGEST)
 job-d      NOW - 4 d             nic-link-down            node-02 .6
 job-g      NOW - 5 d 1 h         nic-link-down            node-02 .95
 job-e      NOW - 5 d             (analyzed)               node-03 .9                    confirmed: new
 job-f      NOW - 2 d 3 h         disk-full                node-03 .7                    rejected
+job-f      NOW - 2 d 1 h         disk-full                node-03 .7                    (re-asked)
 job-p1     NOW - 9 d             nic-link-down            node-02 .9
 job-p2     NOW - 10 d            xid-79-fallen-off-bus    node-05 .9
 job-p3     NOW - 12 d            xid-79-fallen-off-bus    node-05 .9
 job-o1     NOW - 30 d            xid-79-fallen-off-bus    node-01 .9
 job-late   NOW + 1 d             xid-79-fallen-off-bus    node-01 .9                    after NOW
 =========  ====================  =======================  ============================  ==============
+
+Two jobs were asked about twice (``REASKED``): they count once, job-c in the backlog as its latest
+diagnosis, and job-f's rejection covers its second diagnosis too.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from kb import diagnoses, feedback
 NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
 CONFIRMED_TITLE = "HBM page retirement storm"
+REASKED = ("job-c", "job-f")
 CONFIRM_DELAY = timedelta(days=1)  # job-e confirmed one day after it was diagnosed (+5 min wait)
 
 _TITLES = {"xid-79-fallen-off-bus": ("GPU has fallen off the bus", "hardware/accelerator"),
@@ -57,7 +63,8 @@ def _store(s: Session, job: str, pattern: str | None, when: datetime, nodes: dic
 
 
 def seed(s: Session, now: datetime = NOW) -> dict[str, int]:
-    """Seed the table above (times relative to ``now``); returns job id → diagnosis id. Commits."""
+    """Seed the table above (times relative to ``now``); returns job id → diagnosis id (the first
+    diagnosis of a re-asked job; its second is under ``<job>#2``). Commits."""
     ids = {
         "job-a": _store(s, "job-a", "xid-79-fallen-off-bus", now - DAY, {"node-01": 0.9, "node-99": 0.3},
                         wait=timedelta(minutes=10), channel="C0DIGEST", ts="1760000000.000100"),
@@ -75,6 +82,9 @@ def seed(s: Session, now: datetime = NOW) -> dict[str, int]:
         "job-o1": _store(s, "job-o1", "xid-79-fallen-off-bus", now - 30 * DAY, {"node-01": 0.9}),
         "job-late": _store(s, "job-late", "xid-79-fallen-off-bus", now + DAY, {"node-01": 0.9}),
     }
+    ids["job-c#2"] = _store(s, "job-c", "nic-link-down", now - 3 * DAY + timedelta(hours=2), {"node-02": 0.7},
+                            channel="C0DIGEST", ts="1760000000.000300")
+    ids["job-f#2"] = _store(s, "job-f", "disk-full", now - 2 * DAY - timedelta(hours=1), {"node-03": 0.7})
     pattern = feedback.confirm(s, ids["job-e"], events=["HBM page retirement count <*> exceeds <*>"],
                                title=CONFIRMED_TITLE, category="hardware/accelerator",
                                remediation="Drain the node and ask the vendor to replace the GPU.",
