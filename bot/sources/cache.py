@@ -167,11 +167,13 @@ def _last_used(d: Path) -> float:
 
 
 def _size(d: Path) -> int:
+    """Bytes on disk under `d`; files and folders may come and go meanwhile (a fetch in progress)."""
     total = 0
-    for f in d.rglob("*"):
-        try:
-            total += f.stat().st_size if f.is_file() else 0
-        except OSError:
-            pass  # removed meanwhile (a part file renamed into place)
+    for top, _dirs, files in os.walk(d):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(top, name)).st_size
+            except OSError:
+                pass
     return total
 
