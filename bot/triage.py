@@ -6,6 +6,7 @@ match the remaining events against the knowledge base's patterns → store the d
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -55,17 +56,20 @@ def triage(req: TriageRequest, progress: Progress | None = None,
     phase = on_phase or (lambda _name: None)
     phase("resolving")
     settings = req.settings or Settings.from_env()
-    resolved = resolve(req.job, settings=settings, local_paths=req.local_paths, progress=on_fetch)
-    job = discover(resolved.path)
-    if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
-        job.settings = dict(resolved.report["settings"])  # the report knows the job family
-    history = [resolve(h, settings=settings, local_paths=req.local_paths, progress=on_fetch).path
-               for h in req.history]
-    engine = kbdb.open_db(req.database_url)
-    with kbdb.session(engine) as s:
-        pool = pools.normal_templates(s, job.settings)
-    phase("parsing")
-    parsed = parse_jobs([job, *history], progress=progress)
+    with ExitStack() as held:  # cached remote jobs stay held (not evicted nor rewritten) until parsed
+        resolved = held.enter_context(resolve(req.job, settings=settings, local_paths=req.local_paths,
+                                              progress=on_fetch))
+        job = discover(resolved.path)
+        if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
+            job.settings = dict(resolved.report["settings"])  # the report knows the job family
+        history = [held.enter_context(resolve(h, settings=settings, local_paths=req.local_paths,
+                                              progress=on_fetch)).path
+                   for h in req.history]
+        engine = kbdb.open_db(req.database_url)
+        with kbdb.session(engine) as s:
+            pool = pools.normal_templates(s, job.settings)
+        phase("parsing")
+        parsed = parse_jobs([job, *history], progress=progress)
     failed = parsed[0]
     phase("analyzing")
     diagnosis = analyze(failed, parsed[1:], normal=pool, top_nodes=req.top_nodes)

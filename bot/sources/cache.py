@@ -6,9 +6,12 @@ Layout (the engine reads a cached job like any job folder; it skips hidden files
     <cache>/<job_id>-<hash of the job's source URL>/
         job.json, <node>/<rank file>...     as listed by the source
         .l4cache.json                       per file: hash of its URL, ETag/Last-Modified, sizes
+        .l4cache.writing                    present while a fetch writes the folder (or when it failed)
+    <cache>/.locks/<folder>.use, .write     who fetches and uses which folder (see `locks`)
 
 A cached file is used again only for the same URL, and only after the source confirms its ETag
-(HTTP 304, or the same ETag from an object store). Sizes count the bytes on disk.
+(HTTP 304, or the same ETag from an object store). Sizes count the bytes on disk. A folder is
+fetched and used under a `locks.JobLease`; eviction skips every folder someone holds.
 """
 from __future__ import annotations
 
@@ -22,9 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import Settings
+from bot.sources import locks
 
 log = logging.getLogger("l4.sources")
 INDEX = ".l4cache.json"
+WRITING = ".l4cache.writing"
+PART = ".part-"  # prefix of files being downloaded (fetch.Fetcher.download, logroot)
 
 
 def cache_root(settings: Settings) -> Path:
@@ -68,36 +74,69 @@ class CachedJob:
         self.files[rel] = {"key": url_key(url), "etag": entry.etag, "last_modified": entry.last_modified,
                            "size": entry.size, "expanded": entry.expanded}
 
+    def begin(self) -> None:
+        """Mark the folder as being written (until `finish`): a failed fetch leaves it incomplete."""
+        (self.path / WRITING).touch()
+
     def finish(self, keep: set[str]) -> None:
-        """Drop files the source no longer lists, write the index, mark the job as just used."""
+        """Drop files the source no longer lists, write the index, mark the job as just used and
+        complete. Part files (`.part-*`) are never touched: they are someone's download."""
         for rel in list(self.files):
             if rel not in keep:
                 self.files.pop(rel)
         for f in sorted(self.path.rglob("*"), reverse=True):
             rel = f.relative_to(self.path).as_posix()
-            if f.is_file() and rel != INDEX and rel not in keep:
+            spared = rel in (INDEX, WRITING) or rel in keep or f.name.startswith(PART)
+            if f.is_file() and not spared:
                 f.unlink(missing_ok=True)
             elif f.is_dir() and not any(f.iterdir()):
                 f.rmdir()
         tmp = self.path / f".{INDEX}.{uuid.uuid4().hex[:12]}"
         tmp.write_text(json.dumps({"files": self.files}, indent=1), encoding="utf-8")
         os.replace(tmp, self.path / INDEX)
+        (self.path / WRITING).unlink(missing_ok=True)
+
+
+def complete(folder: Path) -> bool:
+    """True when the last fetch of `folder` finished (its index written, not marked as writing)."""
+    return (folder / INDEX).is_file() and not (folder / WRITING).exists()
 
 
 class JobCache:
-    """All cached jobs under `root`, at most `max_bytes` on disk (beyond the job in use)."""
+    """All cached jobs under `root`, at most `max_bytes` on disk (beyond the jobs in use)."""
 
     def __init__(self, root: Path, max_bytes: int) -> None:
         self.root = root
         self.max_bytes = max_bytes
 
-    def job(self, source_url: str, job_id: str) -> CachedJob:
-        return CachedJob(self.root / f"{job_id}-{url_key(source_url)[:16]}")
+    @staticmethod
+    def folder_name(source_url: str, job_id: str) -> str:
+        return f"{job_id}-{url_key(source_url)[:16]}"
 
-    def evict(self, keep: Path) -> list[Path]:
-        """Remove least-recently-used jobs (not `keep`) until the cache fits its cap; the removed."""
+    def job(self, source_url: str, job_id: str) -> CachedJob:
+        """The folder of a job (created); fetch it only under a lease from `hold` that is `writing`."""
+        return CachedJob(self.root / self.folder_name(source_url, job_id))
+
+    def hold(self, source_url: str, job_id: str, deadline: float) -> locks.JobLease:
+        """A lease on the job's folder: to fetch it (`lease.writing`), or to use it as it is when
+        another request holds it, complete. Waits for a fetch in progress until `deadline`."""
+        name = self.folder_name(source_url, job_id)
+        return locks.hold(self.root, name, lambda: complete(self.root / name), deadline)
+
+    def evict(self, keep: Path | None = None) -> list[Path]:
+        """Remove least-recently-used jobs until the cache fits its cap; the removed. Jobs being
+        fetched or used (leased, by any thread or process) are never removed, nor is `keep`."""
         if not self.root.is_dir():
             return []
+        evicting = locks.try_exclusive(self.root, ".evict")
+        if evicting is None:
+            return []  # another worker is evicting right now
+        try:
+            return self._evict(keep)
+        finally:
+            evicting.release()
+
+    def _evict(self, keep: Path | None) -> list[Path]:
         jobs = []
         for d in self.root.iterdir():
             if d.is_dir() and not d.name.startswith("."):
@@ -107,9 +146,13 @@ class JobCache:
         for _, size, d in sorted(jobs, key=lambda j: j[0]):
             if total <= self.max_bytes:
                 break
-            if d.resolve() == keep.resolve():
+            if keep is not None and d.resolve() == keep.resolve():
                 continue
+            held = locks.try_exclusive(self.root, d.name)
+            if held is None:
+                continue  # fetched or used right now
             shutil.rmtree(d, ignore_errors=True)
+            locks.remove_locked(held, self.root, d.name)
             total -= size
             removed.append(d)
             log.info("cache: evicted %s (%d bytes)", d.name, size)
@@ -124,5 +167,13 @@ def _last_used(d: Path) -> float:
 
 
 def _size(d: Path) -> int:
-    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+    """Bytes on disk under `d`; files and folders may come and go meanwhile (a fetch in progress)."""
+    total = 0
+    for top, _dirs, files in os.walk(d):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(top, name)).st_size
+            except OSError:
+                pass
+    return total
 

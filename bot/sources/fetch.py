@@ -102,12 +102,17 @@ class Fetcher:
     def __exit__(self, *exc: object) -> None:
         self.client.close()
 
-    def check_url(self, url: str | httpx.URL) -> httpx.URL:
-        """`url` parsed, if it is http(s) to an allowlisted host; else Refused."""
+    def check_url(self, url: str | httpx.URL, base: httpx.URL | None = None) -> httpx.URL:
+        """`url` parsed (relative to `base`, a redirect's), if it is http(s) to an allowlisted host
+        and a valid port; else Refused."""
         try:
-            parsed = httpx.URL(str(url))
-        except (httpx.InvalidURL, ValueError):
+            parsed = base.join(str(url)) if base is not None else httpx.URL(str(url))
+            port = parsed.port
+            parsed.host  # noqa: B018 - decoding an IDNA host can fail (an invalid xn-- label)
+        except (httpx.InvalidURL, ValueError):  # UnicodeError (IDNA) is a ValueError
             raise Refused(f"refused: not a valid link: {safe_url(str(url))}") from None
+        if port is not None and not 0 < port < 65536:
+            raise Refused(f"refused: not a valid link (port {port}): {safe_url(str(url))}")
         if parsed.scheme not in ("http", "https"):
             raise Refused(f"refused: {parsed.scheme or 'this'}:// links are not fetched (only http(s))")
         if not parsed.host or not host_allowed(parsed.host, self.settings):
@@ -131,7 +136,7 @@ class Fetcher:
                 response.close()
                 if not location:
                     raise JobError(f"{shown} answered a redirect without a location")
-                target = self.check_url(current.join(location))
+                target = self.check_url(location, base=current)
                 if current.scheme == "https" and target.scheme == "http":
                     raise Refused(f"refused: {shown} redirects from https to http ({safe_url(target)}); "
                                   "a downgrade is not followed")
@@ -158,6 +163,10 @@ class Fetcher:
             raise self._timed_out(shown) from None
         except httpx.HTTPError as exc:
             raise JobError(f"cannot fetch {shown}: {_reason(exc)}") from None
+        except JobError:
+            raise  # refused by the guarded transport (a ValueError too)
+        except ValueError:  # httpx building the next request from an invalid Location (IDNA...)
+            raise JobError(f"cannot fetch {shown}: it redirects to an invalid URL") from None
 
     def _timed_out(self, shown: str) -> JobError:
         return JobError(f"timed out fetching {shown} (L4_FETCH_TIMEOUT {self.budget.timeout:g} s)")

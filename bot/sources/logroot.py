@@ -8,10 +8,14 @@
 
 A log location from a report is attacker-influenced: an http(s) one passes the same host and
 address checks as the link, anything else must lie inside L4_LOG_ROOT.
+
+Every function here gives a `JobLease` on the job folder: a cached folder is fetched and then
+used under it (not evicted, not rewritten by another request) until the caller releases it.
 """
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
@@ -23,9 +27,11 @@ from bot.sources.cache import CachedJob, Entry, JobCache, cache_root
 from bot.sources.decompress import expanded_size
 from bot.sources.fetch import Budget, Fetcher
 from bot.sources.listing import MAX_DEPTH, MAX_FILES, RemoteFile, list_http_job, safe_segment
+from bot.sources.locks import JobLease
 from bot.sources.netguard import Refused, safe_url
 from engine.ingest import JobError
 
+BAD_LOCATION = "the report's log location is not a valid URL"
 FSSPEC_EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
 READ_STEP = 1 << 20
 
@@ -46,14 +52,14 @@ def local_base(root: str) -> Path:
     return Path(root)
 
 
-def job_from_root(rel: str, job_id: str, settings: Settings, budget: Budget) -> Path:
-    """The job folder of `rel` (a job ID, or a safe relative path) under L4_LOG_ROOT."""
+def job_from_root(rel: str, job_id: str, settings: Settings, budget: Budget) -> JobLease:
+    """The job folder of `rel` (a job ID, or a safe relative path) under L4_LOG_ROOT, held."""
     root = settings.log_root
     kind = root_kind(root)
     if kind == "local":
         candidate = local_base(root) / rel
         if candidate.is_dir():
-            return candidate
+            return JobLease(candidate)  # not in the cache: nothing to hold
         raise JobError(f"unknown job '{job_id}': no folder {job_id} here nor under L4_LOG_ROOT ({root})")
     missing = f"unknown job '{job_id}': not found under L4_LOG_ROOT ({safe_url(root)})"
     if kind == "http":
@@ -62,16 +68,19 @@ def job_from_root(rel: str, job_id: str, settings: Settings, budget: Budget) -> 
     return fetch_fsspec_job(root.rstrip("/") + "/" + rel, job_id, settings, budget, missing)
 
 
-def job_from_location(location: str, job_id: str, settings: Settings, budget: Budget) -> Path:
-    """The job folder at a log location a failure report named."""
+def job_from_location(location: str, job_id: str, settings: Settings, budget: Budget) -> JobLease:
+    """The job folder at a log location a failure report named, held."""
     location = location.strip()
-    scheme = urlsplit(location).scheme.lower()
-    if scheme in ("http", "https"):
-        url = httpx.URL(location)
+    try:
+        scheme = urlsplit(location).scheme.lower()
+        url = httpx.URL(location) if scheme in ("http", "https") else None
+        base = str(url.copy_with(fragment=None)).rstrip("/") + "/" if url is not None else ""
+    except (ValueError, httpx.InvalidURL):
+        raise JobError(BAD_LOCATION) from None
+    if url is not None:
         if url.query:
             raise JobError(f"the report's log location {safe_url(location)} has a query string; "
                            "a folder URL is needed")
-        base = str(url.copy_with(fragment=None)).rstrip("/") + "/"
         return fetch_http_job(base, job_id, settings, budget,
                               f"no logs found for job '{job_id}' at {safe_url(location)}")
     rel = _inside_root(location, settings.log_root)
@@ -83,6 +92,13 @@ def job_from_location(location: str, job_id: str, settings: Settings, budget: Bu
 def _inside_root(location: str, root: str) -> str | None:
     """`location` relative to `root` as safe segments joined by '/', or None when outside. A
     location without a scheme that is not an absolute path is taken relative to the root."""
+    try:
+        return _relative(location, root)
+    except ValueError:  # urlsplit: an invalid IPv6 literal...
+        return None
+
+
+def _relative(location: str, root: str) -> str | None:
     if not urlsplit(location).scheme and not location.startswith(("/", "\\")):
         parts: tuple[str, ...] = tuple(location.strip("/").split("/"))
     elif root_kind(root) == "local":
@@ -117,29 +133,42 @@ def _verifier(settings: Settings, budget: Budget, rel: str, sizes: list[int]):
     return verify
 
 
-def fetch_http_job(base_url: str, job_id: str, settings: Settings, budget: Budget, missing: str) -> Path:
-    """Download the job at `base_url` (ending in /) into the cache; its local folder."""
+def _deadline(budget: Budget) -> float:
+    return time.monotonic() + max(0.0, budget.remaining())
+
+
+def fetch_http_job(base_url: str, job_id: str, settings: Settings, budget: Budget, missing: str) -> JobLease:
+    """Download the job at `base_url` (ending in /) into the cache; its local folder, held."""
     cache = JobCache(cache_root(settings), settings.cache_max_bytes)
     with Fetcher(settings, budget) as fetcher:
         manifest, files = list_http_job(fetcher, base_url)
         if manifest is None and not files:
             raise JobError(missing)
-        job = cache.job(base_url, job_id)
-        keep: set[str] = set()
-        if manifest is not None:
-            _write(job.path / "job.json", manifest)
-            keep.add("job.json")
-        for remote in files:
-            got = _fetch_http_file(fetcher, job, remote, settings, budget)
-            if got is None and remote.fallback is not None:
-                got = _fetch_http_file(fetcher, job, RemoteFile(*remote.fallback), settings, budget)
-            if got is not None:
-                keep.add(got)
-    if len(keep - {"job.json"}) == 0:
-        raise JobError(f"no log files found for job '{job_id}' at {safe_url(base_url)}")
-    job.finish(keep)
-    cache.evict(keep=job.path)
-    return job.path
+        lease = cache.hold(base_url, job_id, _deadline(budget))
+        if not lease.writing:
+            return lease  # another request holds it, freshly fetched: used as it is
+        try:
+            job = cache.job(base_url, job_id)
+            job.begin()
+            keep: set[str] = set()
+            if manifest is not None:
+                _write(job.path / "job.json", manifest)
+                keep.add("job.json")
+            for remote in files:
+                got = _fetch_http_file(fetcher, job, remote, settings, budget)
+                if got is None and remote.fallback is not None:
+                    got = _fetch_http_file(fetcher, job, RemoteFile(*remote.fallback), settings, budget)
+                if got is not None:
+                    keep.add(got)
+            if len(keep - {"job.json"}) == 0:
+                raise JobError(f"no log files found for job '{job_id}' at {safe_url(base_url)}")
+            job.finish(keep)
+            lease.written()
+        except BaseException:
+            lease.release()
+            raise
+    cache.evict()
+    return lease
 
 
 def _fetch_http_file(fetcher: Fetcher, job: CachedJob, remote: RemoteFile, settings: Settings,
@@ -162,8 +191,8 @@ def _fetch_http_file(fetcher: Fetcher, job: CachedJob, remote: RemoteFile, setti
     return remote.rel
 
 
-def fetch_fsspec_job(url: str, job_id: str, settings: Settings, budget: Budget, missing: str) -> Path:
-    """Copy the job at fsspec `url` into the cache; its local folder."""
+def fetch_fsspec_job(url: str, job_id: str, settings: Settings, budget: Budget, missing: str) -> JobLease:
+    """Copy the job at fsspec `url` into the cache; its local folder, held."""
     import fsspec
 
     scheme = url.split("://", 1)[0].lower()
@@ -195,12 +224,22 @@ def fetch_fsspec_job(url: str, job_id: str, settings: Settings, budget: Budget, 
     if not files:
         raise JobError(missing)
     budget.total = sum(int(info.get("size") or 0) for _, info in files.values())
-    job = JobCache(cache_root(settings), settings.cache_max_bytes).job(url, job_id)
-    for rel, (name, info) in files.items():
-        _copy_fsspec_file(fs, name, info, job, rel, settings, budget)
-    job.finish(set(files))
-    JobCache(cache_root(settings), settings.cache_max_bytes).evict(keep=job.path)
-    return job.path
+    cache = JobCache(cache_root(settings), settings.cache_max_bytes)
+    lease = cache.hold(url, job_id, _deadline(budget))
+    if not lease.writing:
+        return lease
+    try:
+        job = cache.job(url, job_id)
+        job.begin()
+        for rel, (name, info) in files.items():
+            _copy_fsspec_file(fs, name, info, job, rel, settings, budget)
+        job.finish(set(files))
+        lease.written()
+    except BaseException:
+        lease.release()
+        raise
+    cache.evict()
+    return lease
 
 
 def _version(info: dict) -> str:

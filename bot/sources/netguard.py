@@ -8,7 +8,10 @@ A pasted link is attacker-controlled input, so every fetch goes through three ga
    tests replace it) and every address must be public. Loopback, private, link-local, CGNAT,
    reserved, multicast and cloud-metadata addresses are refused unless explicitly allowlisted: an
    IP literal in `L4_REPORT_HOSTS`, or a network in `L4_REPORT_NETWORKS`. Metadata addresses
-   (169.254.169.254...) only by their exact address, never through a wider network.
+   (169.254.169.254...) only by their exact address, never through a wider network. An IPv6
+   address that carries an IPv4 address it reaches (IPv4-mapped/-translated/-compatible, NAT64
+   64:ff9b::/96, 6to4 2002::/16) is judged as that IPv4 address; the local-use NAT64 prefix
+   64:ff9b:1::/48 only when allowlisted; Teredo (2001::/32) is not public.
 3. `GuardedBackend`: httpcore's network backend whose `connect_tcp` runs gate 2 and connects to
    the address it just vetted, so there is no window between check and connect (no DNS rebinding).
    TLS still verifies the certificate and sends SNI for the URL's hostname, and the Host header
@@ -115,10 +118,24 @@ def resolve_addresses(host: str, port: int) -> list[str]:
     return seen
 
 
+# IPv6 prefixes whose last 32 bits are the IPv4 address reached: IPv4-mapped, IPv4-translated
+# (SIIT), NAT64 well-known prefix, IPv4-compatible (deprecated; :: and ::1 excepted)
+_EMBED_LAST_32 = tuple(ipaddress.ip_network(n) for n in ("::ffff:0:0/96", "::ffff:0:0:0/96", "64:ff9b::/96",
+                                                         "::/96"))
+_NOT_EMBEDDING = tuple(ipaddress.ip_network(n) for n in ("::/127",))
+# local-use NAT64 (RFC 8215): operator-specific layout, never public
+LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+
+
 def _unmapped(ip: IPAddress) -> IPAddress:
-    """::ffff:a.b.c.d as a.b.c.d (the IPv4 address it reaches)."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
+    """The IPv4 address an IPv6 address reaches when it embeds one (::ffff:a.b.c.d, 64:ff9b::a.b.c.d,
+    2002:AABB:CCDD::/48 6to4, ::a.b.c.d...); else `ip`."""
+    if not isinstance(ip, ipaddress.IPv6Address) or any(ip in n for n in _NOT_EMBEDDING):
+        return ip
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in n for n in _EMBED_LAST_32):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return ip
 
 
@@ -153,12 +170,21 @@ class AddressPolicy:
                 self.networks.append(ipaddress.ip_network(ip))
 
     def address_ok(self, ip: IPAddress) -> bool:
-        ip = _unmapped(ip)
-        if ip in METADATA_ADDRESSES:  # only by its exact address
-            return any(net.num_addresses == 1 and ip in net for net in self.networks)
-        if ip.is_global and not ip.is_multicast:
+        """True for a public address, or one allowlisted (as written, or as the IPv4 it embeds)."""
+        target = _unmapped(ip)
+        forms = (ip, target)
+
+        def listed(exact: bool = False) -> bool:
+            return any((net.num_addresses == 1 or not exact) and any(a in net for a in forms)
+                       for net in self.networks)
+
+        if target in METADATA_ADDRESSES:  # only by its exact address
+            return listed(exact=True)
+        if target in LOCAL_NAT64:
+            return listed()
+        if target.is_global and not target.is_multicast:
             return True
-        return any(ip in net for net in self.networks)
+        return listed()
 
     def check(self, host: str, port: int) -> str:
         """The address to connect to for `host`, or Refused. Every resolved address must pass."""

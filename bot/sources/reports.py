@@ -159,7 +159,10 @@ def fetch_report(url: str, settings: Settings, budget: Budget) -> Report:
             report.job_id = report.job_id or doc.job_id
             report.description, report.settings, report.extra = doc.description, doc.settings, doc.extra
             if not report.log_location and doc.log_location:
-                report.log_location = urljoin(url, doc.log_location)
+                try:
+                    report.log_location = urljoin(url, doc.log_location)
+                except ValueError:  # an invalid IPv6 literal, a bad port...
+                    raise JobError("the report's log location is not a valid URL") from None
     if not report.job_id:
         raise JobError(f"no job ID found in the failure report {safe_url(url)}")
     return report

@@ -12,6 +12,7 @@ from bot.sources import logroot
 from bot.sources.cache import INDEX
 from bot.sources.decompress import BombError
 from bot.sources.fetch import Budget
+from bot.sources.locks import JobLease
 from bot.sources.netguard import Refused
 from engine.ingest import JobError, discover
 from tests.helpers.http_server import HttpServer
@@ -31,11 +32,17 @@ def budget(settings) -> Budget:
     return Budget.from_settings(settings)
 
 
+def released(lease: JobLease) -> Path:
+    """The folder of `lease`, let go of at once (as `resolve_job` does)."""
+    with lease:
+        return lease.path
+
+
 def test_local_and_file_roots(tmp_path: Path, make_settings) -> None:
     job = make_job(tmp_path / "jobs" / "job-1", nodes=1)
     for root in (str(tmp_path / "jobs"), (tmp_path / "jobs").as_uri()):
         s = make_settings(log_root=root)
-        assert logroot.job_from_root("job-1", "job-1", s, budget(s)) == job
+        assert released(logroot.job_from_root("job-1", "job-1", s, budget(s))) == job
     with pytest.raises(JobError, match="unknown job 'job-2'"):
         logroot.job_from_root("job-2", "job-2", s, budget(s))
 
@@ -49,7 +56,7 @@ def test_http_root_with_directory_index_and_etag_revalidation(tmp_path: Path, ma
         s = make_settings(log_root=srv.url("/"))
         seen: list[int] = []
         b = Budget.from_settings(s, lambda done, total: seen.append(done))
-        local = logroot.job_from_root("job-7", "job-7", s, b)
+        local = released(logroot.job_from_root("job-7", "job-7", s, b))
         spec = discover(local)
         assert sorted((Path(f.path).relative_to(local).as_posix(), f.node) for f in spec.files) == [
             ("node-000/rank-0000.log.gz", "node-000"), ("node-000/rank-0001.log.gz", "node-000"),
@@ -64,7 +71,7 @@ def test_http_root_with_directory_index_and_etag_revalidation(tmp_path: Path, ma
         www = tmp_path / "www" / "job-7"
         (www / "node-000" / "rank-0000.log.gz").write_bytes(gzip.compress(b"changed\n"))
         (www / "node-001" / "rank-0003.log.gz").unlink()
-        local = logroot.job_from_root("job-7", "job-7", s, budget(s))
+        local = released(logroot.job_from_root("job-7", "job-7", s, budget(s)))
         assert srv.statuses("/job-7/node-000/rank-0000.log.gz") == [200, 304, 200]
         assert gzip.decompress((local / "node-000" / "rank-0000.log.gz").read_bytes()) == b"changed\n"
         assert not (local / "node-001" / "rank-0003.log.gz").exists()
@@ -81,7 +88,7 @@ def test_http_root_with_a_manifest_nodes_map(tmp_path: Path, make_settings) -> N
     (www / "job.json").write_text(json.dumps(manifest))
     with HttpServer(folder=tmp_path / "www") as srv:
         s = make_settings(log_root=srv.url("/"))
-        local = logroot.job_from_root("job-8", "job-8", s, budget(s))
+        local = released(logroot.job_from_root("job-8", "job-8", s, budget(s)))
         assert not any(r.path.endswith("/job-8/") for r in srv.seen())  # no index needed
     spec = discover(local)
     assert {Path(f.path).name: f.node for f in spec.files} == {
@@ -120,15 +127,15 @@ def test_cache_size_cap_evicts_the_least_recently_used_job(tmp_path: Path, make_
         gzip_job(tmp_path / "www" / name)
     with HttpServer(folder=tmp_path / "www") as srv:
         s = make_settings(log_root=srv.url("/"))
-        first = logroot.job_from_root("job-a", "job-a", s, budget(s))
+        first = released(logroot.job_from_root("job-a", "job-a", s, budget(s)))
         size = sum(f.stat().st_size for f in first.rglob("*") if f.is_file())
         os.utime(first / INDEX, (1, 1))  # used long ago
         s = make_settings(log_root=srv.url("/"), cache_max_bytes=int(size * 1.5))
-        second = logroot.job_from_root("job-b", "job-b", s, budget(s))
+        second = released(logroot.job_from_root("job-b", "job-b", s, budget(s)))
         assert second.is_dir() and not first.exists()
         # a job bigger than the whole cap is still kept while it is the one in use
         s = make_settings(log_root=srv.url("/"), cache_max_bytes=1)
-        assert logroot.job_from_root("job-b", "job-b", s, budget(s)) == second and second.is_dir()
+        assert released(logroot.job_from_root("job-b", "job-b", s, budget(s))) == second and second.is_dir()
 
 
 def test_fsspec_roots(tmp_path: Path, make_settings) -> None:
@@ -139,7 +146,7 @@ def test_fsspec_roots(tmp_path: Path, make_settings) -> None:
             fs.pipe(f"/logs/{f.relative_to(src.parent).as_posix()}", f.read_bytes())
     try:
         s = make_settings(log_root="memory://logs")
-        local = logroot.job_from_root("job-m", "job-m", s, budget(s))
+        local = released(logroot.job_from_root("job-m", "job-m", s, budget(s)))
         assert len(discover(local).files) == len(discover(src).files)
         assert discover(local).settings == discover(src).settings
         with pytest.raises(JobError, match="unknown job 'job-x'"):
@@ -163,8 +170,8 @@ def test_missing_fsspec_backend_names_the_extra(make_settings) -> None:
 def test_report_locations_stay_inside_the_log_root(tmp_path: Path, make_settings) -> None:
     job = make_job(tmp_path / "jobs" / "2026" / "job-5", nodes=1)
     s = make_settings(log_root=str(tmp_path / "jobs"))
-    assert logroot.job_from_location("2026/job-5", "job-5", s, budget(s)) == job
-    assert logroot.job_from_location(str(job), "job-5", s, budget(s)).resolve() == job.resolve()
+    assert released(logroot.job_from_location("2026/job-5", "job-5", s, budget(s))) == job
+    assert released(logroot.job_from_location(str(job), "job-5", s, budget(s))).resolve() == job.resolve()
     for outside in ("file:///etc", "/etc", str(tmp_path / "jobs" / ".." / "elsewhere"), "2026/../../x",
                     "s3://bucket/x"):
         with pytest.raises(Refused, match="log location .* is outside L4_LOG_ROOT"):

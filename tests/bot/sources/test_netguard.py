@@ -59,3 +59,45 @@ def test_safe_url_drops_credentials_and_queries() -> None:
     shown = safe_url("https://user:s3cret@reports.example.com:8443/r/1?token=abc#x")
     assert shown == "https://reports.example.com:8443/r/1?…"
     assert "s3cret" not in shown and "abc" not in shown
+
+
+@pytest.mark.parametrize("address, kind", [
+    ("64:ff9b::a9fe:a9fe", "cloud-metadata"),  # NAT64 to 169.254.169.254
+    ("64:ff9b::a00:1", "private"),  # NAT64 to 10.0.0.1
+    ("64:ff9b::7f00:1", "loopback"),
+    ("2002:a00:1::1", "private"),  # 6to4 with 10.0.0.1 embedded
+    ("2002:a9fe:a9fe::", "cloud-metadata"),
+    ("2002:7f00:1:1::5", "loopback"),
+    ("::7f00:1", "loopback"),  # IPv4-compatible
+    ("::a9fe:a9fe", "cloud-metadata"),
+    ("::ffff:0:a00:1", "private"),  # IPv4-translated (SIIT)
+    ("::ffff:7f00:1", "loopback"),  # IPv4-mapped, as before
+    ("64:ff9b:1::808:808", "non-public"),  # local-use NAT64: never public
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "private"),  # Teredo (IETF protocol space)
+])
+def test_ipv6_addresses_embedding_ipv4_are_judged_by_it(fake_dns, address: str, kind: str) -> None:
+    import ipaddress
+
+    policy = AddressPolicy(Settings(report_hosts=["logs.example.com"]))
+    assert not policy.address_ok(ipaddress.ip_address(address))
+    fake_dns["logs.example.com"] = [address]
+    with pytest.raises(Refused, match=f"resolves to a {kind} address") as info:
+        policy.check("logs.example.com", 443)
+    assert address not in str(info.value)
+
+
+def test_ipv6_addresses_embedding_public_or_allowlisted_ipv4_pass() -> None:
+    import ipaddress
+
+    ok = AddressPolicy(Settings(report_hosts=["logs.example.com"])).address_ok
+    for public in ("64:ff9b::808:808", "2002:808:808::1", "::ffff:0:808:808", "2606:4700::1111"):
+        assert ok(ipaddress.ip_address(public)), public
+    s = Settings(report_hosts=["logs.example.com", "64:ff9b::a00:5"],
+                 report_networks=["10.1.0.0/16", "64:ff9b:1::/48"])
+    ok = AddressPolicy(s).address_ok
+    assert ok(ipaddress.ip_address("64:ff9b::a01:203"))  # 10.1.2.3 is allowlisted
+    assert ok(ipaddress.ip_address("2002:a01:203::"))
+    assert ok(ipaddress.ip_address("64:ff9b::a00:5"))  # the IPv6 literal itself is listed
+    assert ok(ipaddress.ip_address("64:ff9b:1::a00:1"))  # the local NAT64 prefix, allowlisted
+    assert not ok(ipaddress.ip_address("64:ff9b::a02:203"))
+    assert not ok(ipaddress.ip_address("::1")) and not ok(ipaddress.ip_address("::"))
