@@ -22,6 +22,9 @@ def _run(args: argparse.Namespace) -> int:
         check_socket_mode(settings)
     if not 0 <= args.port < 65536:
         raise ConfigError(f"--port must be between 0 and 65535, got {args.port}")
+    from bot.sources import validate_settings
+
+    validate_settings(settings)  # report hosts/networks/rules, CA bundle, log-root backend: fail now
     if settings.digest_channel:
         from bot.scheduler import cron_trigger
 

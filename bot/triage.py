@@ -56,36 +56,39 @@ def triage(req: TriageRequest, progress: Progress | None = None,
     phase = on_phase or (lambda _name: None)
     phase("resolving")
     settings = req.settings or Settings.from_env()
-    with ExitStack() as held:  # cached remote jobs stay held (not evicted nor rewritten) until parsed
-        resolved = held.enter_context(resolve(req.job, settings=settings, local_paths=req.local_paths,
-                                              progress=on_fetch))
-        job = discover(resolved.path)
-        if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
-            job.settings = dict(resolved.report["settings"])  # the report knows the job family
-        history = [held.enter_context(resolve(h, settings=settings, local_paths=req.local_paths,
-                                              progress=on_fetch)).path
-                   for h in req.history]
-        engine = kbdb.open_db(req.database_url)
+    engine = kbdb.open_db(req.database_url)
+    try:
+        with ExitStack() as held:  # cached remote jobs stay held (not evicted nor rewritten) until parsed
+            resolved = held.enter_context(resolve(req.job, settings=settings, local_paths=req.local_paths,
+                                                  progress=on_fetch))
+            job = discover(resolved.path)
+            if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
+                job.settings = dict(resolved.report["settings"])  # the report knows the job family
+            history = [held.enter_context(resolve(h, settings=settings, local_paths=req.local_paths,
+                                                  progress=on_fetch)).path
+                       for h in req.history]
+            with kbdb.session(engine) as s:
+                pool = pools.normal_templates(s, job.settings)
+            phase("parsing")
+            parsed = parse_jobs([job, *history], progress=progress)
+        failed = parsed[0]
+        phase("analyzing")
+        diagnosis = analyze(failed, parsed[1:], normal=pool, top_nodes=req.top_nodes)
+        diagnosis.report = resolved.report
         with kbdb.session(engine) as s:
-            pool = pools.normal_templates(s, job.settings)
-        phase("parsing")
-        parsed = parse_jobs([job, *history], progress=progress)
-    failed = parsed[0]
-    phase("analyzing")
-    diagnosis = analyze(failed, parsed[1:], normal=pool, top_nodes=req.top_nodes)
-    diagnosis.report = resolved.report
-    with kbdb.session(engine) as s:
-        if not req.no_match:
-            phase("matching")
-            normal = normal_pool(parsed[1:], pool)
-            fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
-            roots = [m for m in load_matcher(s).match_templates(fresh) if m.kind == "root"]
-            if roots:
-                diagnosis.matches = roots
-                diagnosis.status = "matched"
-        phase("storing")
-        diagnosis_id = diagnoses.store(s, diagnosis, job.settings, requested_at=req.requested_at,
-                                       slack_channel=req.slack_channel, slack_thread_ts=req.slack_thread_ts)
-        s.commit()
-    engine.dispose()  # a long-running bot calls this thousands of times
+            if not req.no_match:
+                phase("matching")
+                normal = normal_pool(parsed[1:], pool)
+                fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
+                roots = [m for m in load_matcher(s).match_templates(fresh) if m.kind == "root"]
+                if roots:
+                    diagnosis.matches = roots
+                    diagnosis.status = "matched"
+            phase("storing")
+            diagnosis_id = diagnoses.store(s, diagnosis, job.settings, requested_at=req.requested_at,
+                                           slack_channel=req.slack_channel,
+                                           slack_thread_ts=req.slack_thread_ts)
+            s.commit()
+    finally:
+        engine.dispose()  # a long-running bot calls this thousands of times, failures included
     return TriageResult(diagnosis=diagnosis, diagnosis_id=diagnosis_id, job_path=job.root)

@@ -63,6 +63,10 @@ def test_missing_configuration_is_one_line(tmp_path: Path):
     assert r.returncode == 2 and "SLACK_BOT_TOKEN is not set" in r.stderr and r.stderr.count("\n") == 1
     r = run()
     assert r.returncode == 2 and "SLACK_APP_TOKEN" in r.stderr and r.stderr.count("\n") == 1
+    r = run(SLACK_APP_TOKEN="xapp-cli", L4_REPORT_NETWORKS="10.0.0.0/33")  # checked before starting
+    assert r.returncode == 2 and "L4_REPORT_NETWORKS" in r.stderr and r.stderr.count("\n") == 1
+    r = run(SLACK_APP_TOKEN="xapp-cli", L4_DIGEST_CHANNEL="C1", L4_DIGEST_CRON="every monday")
+    assert r.returncode == 2 and "L4_DIGEST_CRON" in r.stderr and r.stderr.count("\n") == 1
     with FakeSlack() as slack:  # Slack refuses the token
         slack.fail_next("auth.test", status=200, error="invalid_auth", retry_after=None)
         r = run(SLACK_APP_TOKEN="xapp-cli", SLACK_API_URL=slack.api_url)
