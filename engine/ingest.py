@@ -103,7 +103,8 @@ def open_binary(path: str) -> IO[bytes]:
         import zstandard
 
         fh = open(path, "rb")
-        return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
+        # every frame of the file (concatenated zstd output has several), not only the first
+        return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True, read_across_frames=True)
     return open(path, "rb")
 
 
@@ -150,6 +151,24 @@ def _chunk(body: bytes, report: ReadReport) -> Chunk:
     return Chunk(body, starts)
 
 
+def _read_block(fh: IO[bytes], size: int) -> tuple[bytes, Exception | None]:
+    """Up to `size` bytes, read in the decoder's own steps (`read1`), so that a corrupt stream
+    still gives every byte decoded before the damage, with the error beside them."""
+    parts: list[bytes] = []
+    got = 0
+    read = getattr(fh, "read1", fh.read)
+    try:
+        while got < size:
+            part = read(size - got)
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+    except Exception as exc:  # noqa: BLE001 - decoder errors of every kind; the caller reports them
+        return b"".join(parts), exc
+    return parts[0] if len(parts) == 1 else b"".join(parts), None
+
+
 def iter_chunks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[Chunk]:
     """Chunks of whole lines, each at most MAX_LINE bytes, read in large blocks.
 
@@ -164,12 +183,12 @@ def iter_chunks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[C
         report.error = f"cannot open ({exc.strerror or exc.__class__.__name__})"
         return
     with fh:
-        while True:
-            try:
-                data = fh.read(chunk)
-            except Exception as exc:  # any decoder error (corrupt gzip/zstd) ends this file only
-                report.error = f"read error after {report.bytes} bytes ({_reason(exc)})"
-                data = b""
+        failed = False
+        while not failed:
+            data, exc = _read_block(fh, chunk)
+            if exc is not None:  # any decoder error (corrupt gzip/zstd) ends this file only
+                report.error = f"read error after {report.bytes + len(data)} bytes ({_reason(exc)})"
+                failed = True  # the lines read before the damage are still analysed
             if not data:
                 break
             report.bytes += len(data)

@@ -82,3 +82,27 @@ def test_chunks_know_where_each_line_starts(tmp_path):
     got = [c.line(i) for c in iter_chunks(str(tmp_path / "a.log"), rep, chunk=50) for i in range(len(c))]
     assert got == [ln[:MAX_LINE] for ln in lines]
     assert rep.long_lines_cut == 1 and rep.truncated_tail
+
+
+def test_a_gzip_cut_short_keeps_every_line_before_the_cut(tmp_path):
+    # a job killed while writing compressed logs leaves a gzip without its end; the lines before the
+    # cut are what the SRE needs, even when the whole file is smaller than one read block
+    lines = [f"step {i} loss 1.{i % 97:02d}".encode() for i in range(60_000)]
+    whole = gzip.compress(b"\n".join(lines) + b"\n")
+    path = tmp_path / "rank-0.log.gz"
+    path.write_bytes(whole[: int(len(whole) * 0.8)])
+    report = ReadReport()
+    got = [ln for block in iter_blocks(str(path), report) for ln in block]
+    assert report.error and "read error" in report.error
+    assert len(got) > 40_000 and got[:3] == lines[:3]
+    assert got[-2] == lines[len(got) - 2]  # all whole lines up to the damage, in order
+
+
+def test_zstd_with_several_frames_is_read_to_the_end(tmp_path):
+    c = zstandard.ZstdCompressor()
+    path = tmp_path / "rank-0.log.zst"
+    path.write_bytes(c.compress(b"first frame\n") + c.compress(b"second frame\n"))  # like `cat a.zst b.zst`
+    report = ReadReport()
+    got = [ln for block in iter_blocks(str(path), report) for ln in block]
+    assert got == [b"first frame", b"second frame"]
+    assert report.error is None
