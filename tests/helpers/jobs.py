@@ -81,6 +81,11 @@ def publish_gz(www: Path, job_id: str = "job-0042", **kwargs: object) -> Path:
     """A failed job under ``www/logs/<job_id>/`` with every rank file gzip-compressed, as a log
     service stores it (serve ``www`` with ``tests.helpers.http_server.HttpServer``)."""
     job = make_job(www / "logs" / job_id, **{"nodes": 4, "fault_node": 2, **kwargs})  # type: ignore[arg-type]
+    return gzip_ranks(job)
+
+
+def gzip_ranks(job: Path) -> Path:
+    """Replace every ``*.log`` rank file of ``job`` by its ``*.log.gz``; returns ``job``."""
     for f in list(job.rglob("*.log")):
         f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
         f.unlink()

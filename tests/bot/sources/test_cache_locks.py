@@ -1,7 +1,6 @@
 """Cached job folders under locks: eviction never removes a job being fetched or used (by another
 thread or another process), `finish()` leaves others' downloads alone, and concurrent requests for
 the same job share one folder without waiting for each other's parsing."""
-import gzip
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ from bot.sources.fetch import Budget
 from bot.sources.locks import LOCKS
 from engine.ingest import JobError, discover
 from tests.helpers.http_server import HttpServer
-from tests.helpers.jobs import make_job
+from tests.helpers.jobs import gzip_ranks, make_job
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -130,11 +129,8 @@ def test_eviction_respects_a_lease_held_by_another_process(tmp_path: Path) -> No
 
 
 def gzip_job(folder: Path) -> Path:
-    make_job(folder, nodes=2, ranks_per_node=2, fault_node=1)
-    for f in list(folder.rglob("*.log")):
-        f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
-        f.unlink()
-    return folder
+    """A small job whose rank files are all gzip, as a log service stores them."""
+    return gzip_ranks(make_job(folder, nodes=2, ranks_per_node=2, fault_node=1))
 
 
 def test_threads_share_a_job_and_never_evict_one_in_use(tmp_path: Path, make_settings) -> None:

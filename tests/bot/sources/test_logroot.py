@@ -16,16 +16,12 @@ from bot.sources.locks import JobLease
 from bot.sources.netguard import Refused
 from engine.ingest import JobError, discover
 from tests.helpers.http_server import HttpServer
-from tests.helpers.jobs import make_job
+from tests.helpers.jobs import gzip_ranks, make_job
 
 
 def gzip_job(folder: Path) -> Path:
     """A small job whose rank files are all gzip, as a log service stores them."""
-    make_job(folder, nodes=2, ranks_per_node=2, fault_node=1)
-    for f in list(folder.rglob("*.log")):
-        f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
-        f.unlink()
-    return folder
+    return gzip_ranks(make_job(folder, nodes=2, ranks_per_node=2, fault_node=1))
 
 
 def budget(settings) -> Budget:
