@@ -5,7 +5,9 @@ Writes into OUT (default ``deploy/examples``):
 - ``report.html`` — ``l4 diagnose --format html`` of a generated failed job (Xid 79 on one node,
   Megatron-style logs, two succeeded history jobs), and its three plots as PNG files;
 - ``digest.txt``, ``digest-blocks.json`` and ``digest-patterns.png`` — ``l4 digest`` of a demo
-  knowledge base seeded with four weeks of made-up diagnoses (a fixed seed and a fixed "now").
+  knowledge base seeded with four weeks of made-up diagnoses (a fixed seed and a fixed "now");
+- ``report-screenshot.png`` — the top of ``report.html`` as a browser shows it, when a headless
+  Chromium is on the PATH (``chromium``; skipped with a note otherwise).
 
 Everything is generated in a temporary folder; nothing touches the configured knowledge base.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
+import subprocess
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -131,6 +135,24 @@ def make_digest(out: Path, tmp: Path) -> None:
         (out / "digest-patterns.png").write_bytes(png)
 
 
+SCREENSHOT_SIZE = (1200, 1300)
+
+
+def make_screenshot(out: Path, tmp: Path) -> bool:
+    """``report-screenshot.png`` of ``report.html`` with a headless Chromium; False without one."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        return False
+    width, height = SCREENSHOT_SIZE
+    # no network at all: the report is self-contained, and Chromium must not phone home
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp / 'chromium'}", "--hide-scrollbars", f"--window-size={width},{height}",
+           f"--screenshot={out / 'report-screenshot.png'}", (out / "report.html").resolve().as_uri()]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return done.returncode == 0 and (out / "report-screenshot.png").is_file()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bot.make_readme_images", description=__doc__.splitlines()[0])
     p.add_argument("out", nargs="?", default="deploy/examples",
@@ -141,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="l4-readme-") as tmp:
         make_digest(out, Path(tmp))
         make_report(out, Path(tmp))
+        if not make_screenshot(out, Path(tmp)):
+            print("no headless Chromium: report-screenshot.png not made", file=sys.stderr)
     for f in sorted(out.iterdir()):
         print(f"{f}  ({f.stat().st_size:,} bytes)", file=sys.stderr)
     return 0
