@@ -3,7 +3,8 @@
 Signals, each in [0, 1]: an Isolation Forest over per-node event-count vectors (log-scaled); the
 evidence of the failure-indicating events a node logs alone or with few others; and *silence*: a
 hung or crashed node stops logging first, or falls behind in iterations, while healthy nodes go on
-to log timeouts about it (and so lack the cascade everyone else shows).
+to log timeouts about it (and so lack the cascade everyone else shows); and *peer blame*: the
+node whose rank the others' timeouts name (`engine.peers`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from sklearn.ensemble import IsolationForest
 
 from engine.events import ScoredEvent
 from engine.model import NodeFinding, ParsedJob
+from engine.peers import blamed_nodes
 
 SILENCE_MIN_SECONDS = 30.0
-WEIGHTS = {"forest": 0.2, "evidence": 0.5, "silence": 0.3}
+WEIGHTS = {"forest": 0.2, "evidence": 0.5, "silence": 0.3, "blame": 0.5}
 
 
 def _forest(parsed: ParsedJob, nodes: list[str], ids: list[int]) -> np.ndarray:
@@ -95,7 +97,10 @@ def rank_nodes(
     forest = _forest(parsed, nodes, ids)
     evidence = _evidence(parsed, nodes, selected)
     silence = _silence(parsed, nodes)
-    total = WEIGHTS["forest"] * forest + WEIGHTS["evidence"] * evidence + WEIGHTS["silence"] * silence
+    blamed = blamed_nodes(parsed, [e.id for e in selected])
+    blame = np.array([blamed.get(n, 0.0) for n in nodes])
+    total = (WEIGHTS["forest"] * forest + WEIGHTS["evidence"] * evidence + WEIGHTS["silence"] * silence
+             + WEIGHTS["blame"] * blame)
     score_of = {e.id: e.score for e in scored}
     order = sorted(range(len(nodes)), key=lambda k: (-total[k], nodes[k]))
     if all_scores is not None:

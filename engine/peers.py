@@ -1,0 +1,59 @@
+"""Peer blame: which node do the other ranks' timeouts point at?
+
+A hung or dead rank logs nothing, while its peers time out and often *name* it ("The Notify
+register has not received the Notify record from remote rank: [12]"). The example lines of the
+failure-indicating events are searched with the rules of `engine/data/peers.yaml`; every named
+rank is mapped to its node through the rank files' names, and a node named by at least
+MIN_VOTES lines gets a score in (0, 1], relative to the most named node.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable
+
+from engine.model import ParsedJob
+from engine.rules import compiled, load
+
+MIN_VOTES = 2
+
+
+def rank_nodes_map(parsed: ParsedJob) -> dict[int, str]:
+    """Global rank -> node, from the rank files' names (ranks named twice on two nodes are dropped)."""
+    rules = [compiled(p) for p in load("peers")["rank_of_file"]]
+    found: dict[int, set[str]] = {}
+    for path, node in parsed.file_nodes.items():
+        name = os.path.basename(path)
+        for rx in rules:
+            m = rx.search(name)
+            if m:
+                found.setdefault(int(m.group("rank")), set()).add(node)
+                break
+    return {rank: next(iter(nodes)) for rank, nodes in found.items() if len(nodes) == 1}
+
+
+def named_ranks(lines: Iterable[str]) -> Counter[int]:
+    """How often each rank is named as the peer in `lines`."""
+    rules = [compiled(p) for p in load("peers")["rank_in_message"]]
+    votes: Counter[int] = Counter()
+    for line in lines:
+        for rx in rules:
+            m = rx.search(line)
+            if m:
+                votes[int(m.group("rank"))] += 1
+                break
+    return votes
+
+
+def blamed_nodes(parsed: ParsedJob, event_ids: Iterable[int]) -> dict[str, float]:
+    """Node -> blame in (0, 1] from the example lines of the events `event_ids`."""
+    votes = named_ranks(line for e in event_ids for line in parsed.templates[e].examples)
+    if not votes:
+        return {}
+    where = rank_nodes_map(parsed)
+    per_node: Counter[str] = Counter()
+    for rank, n in votes.items():
+        if rank in where:
+            per_node[where[rank]] += n
+    top = max(per_node.values(), default=0)
+    return {node: n / top for node, n in per_node.items() if n >= MIN_VOTES}

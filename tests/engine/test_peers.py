@@ -1,0 +1,39 @@
+"""Peer blame: the ranks that healthy ranks' timeouts name point at the hung node."""
+from pathlib import Path
+
+from engine import spatial
+from engine.diagnose import diagnose
+from engine.peers import named_ranks
+from tests.helpers.jobs import make_job, training_lines, write_rank
+
+NOTIFY = ("EI0002: [PID: 1326{r}] 2024-07-24-16:08:19.449.094 The wait execution of the Notify register "
+          "times out. Reason: The Notify register has not received the Notify record from remote rank: "
+          "[{peer}]. base information: [streamID:[14], taskID[14670], taskType[Notify Wait]]")
+
+
+def test_named_ranks_reads_the_common_shapes() -> None:
+    lines = [NOTIFY.format(r=1, peer=5), "recv from remote rank 5 failed", "Gloo: peer rank = 7 closed",
+             "[rank3]: iteration 10 done", "rank 5 is fine"]
+    assert named_ranks(lines) == {5: 2, 7: 1}
+
+
+def _hang_job(root: Path) -> Path:
+    """node-003 (ranks 6, 7) hangs and logs nothing more; the others time out naming rank 7."""
+    job = make_job(root, nodes=5, ranks_per_node=2, fault_node=None, iterations=20)
+    for rank in range(10):
+        node = rank // 2
+        lines = training_lines(rank, 15)
+        if node != 3:
+            lines += [NOTIFY.format(r=rank, peer=7)]
+        write_rank(job / f"node-{node:03d}" / f"rank-{rank:04d}.log", lines)
+    return job
+
+
+def test_a_silent_hung_node_is_named_by_its_peers(tmp_path: Path, monkeypatch) -> None:
+    job = _hang_job(tmp_path / "job-1")
+    with_blame = {n.node: n.score for n in diagnose(job).nodes}
+    assert max(with_blame, key=with_blame.__getitem__) == "node-003", with_blame
+    monkeypatch.setitem(spatial.WEIGHTS, "blame", 0.0)
+    without = {n.node: n.score for n in diagnose(job).nodes}
+    assert with_blame["node-003"] - without.get("node-003", 0.0) >= 0.45  # the peers' word counts
+    assert all(with_blame[n] == without[n] for n in without if n != "node-003")  # and nobody else's
