@@ -19,7 +19,7 @@ from bot.sources import logroot
 from bot.sources.fetch import Budget
 from bot.sources.jobids import is_safe_job_id, matches_pattern, shorten, validate_job_id
 from bot.sources.locks import JobLease
-from bot.sources.netguard import Refused
+from bot.sources.netguard import Refused, safe_url
 from bot.sources.reports import fetch_report
 from engine.ingest import JobError
 
@@ -79,6 +79,9 @@ def resolve(
         report = fetch_report(ref, settings, budget)
         job_id = validate_job_id(report.job_id or "")
         if report.log_location:
+            if scheme == "https" and report.log_location.lower().startswith("http://"):
+                raise Refused("refused: the https failure report points to logs over plain http "
+                              f"({safe_url(report.log_location)}); serve them over https")
             lease = logroot.job_from_location(report.log_location, job_id, settings, budget)
         else:
             lease = logroot.job_from_root(job_id, job_id, settings, budget)

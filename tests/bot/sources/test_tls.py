@@ -90,6 +90,16 @@ def test_report_link_over_https_resolves_with_the_ca_bundle(tmp_path: Path, make
     assert SECRET not in json.dumps(got.report)
 
 
+def test_an_https_report_pointing_to_plain_http_logs_is_refused(tmp_path: Path, make_settings, names,
+                                                                certs: Certs) -> None:
+    """The report came over TLS: its logs must not be fetched in clear text (a downgrade)."""
+    report = {"job_id": "job-0042", "log_url": f"http://{HOST}:9/logs/job-0042/"}
+    with HttpServer(certfile=certs.server[0], keyfile=certs.server[1]) as srv:
+        srv.route("/reports/42", body=json.dumps(report).encode(), content_type="application/json")
+        with pytest.raises(Refused, match="points to logs over plain http"):
+            resolve(srv.url("/reports/42", host=HOST), settings=tls_settings(make_settings, certs))
+
+
 def test_without_the_bundle_the_certificate_is_refused_in_one_line(tmp_path: Path, make_settings, names,
                                                                    certs: Certs) -> None:
     """(b) an internal CA that is not configured: a one-line error naming the certificate problem."""
