@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -144,12 +145,8 @@ def fetch_http_job(base_url: str, job_id: str, settings: Settings, budget: Budge
         manifest, files = list_http_job(fetcher, base_url)
         if manifest is None and not files:
             raise JobError(missing)
-        lease = cache.hold(base_url, job_id, _deadline(budget))
-        if not lease.writing:
-            return lease  # another request holds it, freshly fetched: used as it is
-        try:
-            job = cache.job(base_url, job_id)
-            job.begin()
+
+        def fill(job: CachedJob) -> set[str]:
             keep: set[str] = set()
             if manifest is not None:
                 _write(job.path / "job.json", manifest)
@@ -162,13 +159,9 @@ def fetch_http_job(base_url: str, job_id: str, settings: Settings, budget: Budge
                     keep.add(got)
             if len(keep - {"job.json"}) == 0:
                 raise JobError(f"no log files found for job '{job_id}' at {safe_url(base_url)}")
-            job.finish(keep)
-            lease.written()
-        except BaseException:
-            lease.release()
-            raise
-    cache.evict()
-    return lease
+            return keep
+
+        return _fill_cached_job(cache, base_url, job_id, budget, fill)
 
 
 def _fetch_http_file(fetcher: Fetcher, job: CachedJob, remote: RemoteFile, settings: Settings,
@@ -225,15 +218,26 @@ def fetch_fsspec_job(url: str, job_id: str, settings: Settings, budget: Budget, 
         raise JobError(missing)
     budget.total = sum(int(info.get("size") or 0) for _, info in files.values())
     cache = JobCache(cache_root(settings), settings.cache_max_bytes)
+
+    def fill(job: CachedJob) -> set[str]:
+        for rel, (name, info) in files.items():
+            _copy_fsspec_file(fs, name, info, job, rel, settings, budget)
+        return set(files)
+
+    return _fill_cached_job(cache, url, job_id, budget, fill)
+
+
+def _fill_cached_job(cache: JobCache, url: str, job_id: str, budget: Budget,
+                     fill: Callable[[CachedJob], set[str]]) -> JobLease:
+    """Hold the cached job of `url`; when this request must (re)write it, `fill` downloads its files
+    and names those to keep. A failed fill releases the hold; the cache is evicted to its cap after."""
     lease = cache.hold(url, job_id, _deadline(budget))
     if not lease.writing:
-        return lease
+        return lease  # another request holds it, freshly fetched: used as it is
     try:
         job = cache.job(url, job_id)
         job.begin()
-        for rel, (name, info) in files.items():
-            _copy_fsspec_file(fs, name, info, job, rel, settings, budget)
-        job.finish(set(files))
+        job.finish(fill(job))
         lease.written()
     except BaseException:
         lease.release()
