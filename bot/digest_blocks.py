@@ -11,10 +11,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from bot.slack.mrkdwn import MAX_BLOCKS, SECTION_LIMIT, escape, fit, text_object
 from kb.digest import MAX_DAYS, Digest
 
-MAX_BLOCKS = 50
-SECTION_CHARS = 3000
 DEFAULT_DAYS = 7
 PLOT_FILENAME = "l4-digest-patterns.png"
 _TREND = {"new": "new", "up": "↑", "down": "↓", "same": "="}
@@ -29,13 +28,12 @@ class DigestInputError(ValueError):
 
 def _section_block(text: str) -> dict[str, Any]:
     """A section of mrkdwn, verbatim: Slack auto-parses no mention or link in it."""
-    return {"type": "section", "text": {"type": "mrkdwn", "verbatim": True, "text": text}}
+    return {"type": "section", "text": text_object(text)}
 
 
 def esc(text: object) -> str:
     """Text made safe for Slack mrkdwn: &, < and > escaped, on one line."""
-    s = " ".join(str(text).split())
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escape(" ".join(str(text).split()))
 
 
 def _code(text: object) -> str:
@@ -122,15 +120,15 @@ LINE_CHARS = 600  # one list item in a section
 
 
 def _section(title: str, lines: list[str], total: int, noun: str, empty: str) -> dict[str, Any]:
-    """One section (at most SECTION_CHARS characters): a bold title, as many lines as fit, and how
+    """One section (at most SECTION_LIMIT characters): a bold title, as many lines as fit, and how
     many of ``total`` items were left out."""
     text = f"*{title}*"
     if not lines:
         text += "\n" + empty
     shown = 0
     for line in lines:
-        line = _cut(line, LINE_CHARS)
-        if len(text) + 1 + len(line) > SECTION_CHARS - 80:
+        line = fit(line, LINE_CHARS)  # lines are escaped already: never cut inside an entity
+        if len(text) + 1 + len(line) > SECTION_LIMIT - 80:
             break
         text += "\n" + line
         shown += 1
@@ -156,7 +154,7 @@ def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
     """Block Kit for a digest (at most 50 blocks)."""
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(_headline(dg), 150)}},
-        {"type": "context", "elements": [{"type": "mrkdwn", "verbatim": True, "text": esc(_summary(dg))}]},
+        {"type": "context", "elements": [text_object(esc(_summary(dg)))]},
         {"type": "divider"},
     ]
     blocks.append(_section("Recurring fault patterns",
@@ -168,8 +166,8 @@ def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
     blocks.append(_section(f"Waiting for a human: {_backlog_title(dg)}",
                            [_backlog_line(b) for b in dg.backlog], dg.backlog_total, "jobs",
                            "Nothing waits: every diagnosed job has an SRE's verdict."))
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "verbatim": True, "text":
-                   "Confirm or reject a diagnosis in its thread. Another window: `/l4 digest DAYS`."}]})
+    blocks.append({"type": "context", "elements": [text_object(
+        "Confirm or reject a diagnosis in its thread. Another window: `/l4 digest DAYS`.")]})
     return blocks[:MAX_BLOCKS]
 
 

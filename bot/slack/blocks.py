@@ -17,6 +17,7 @@ from bot.slack.mrkdwn import (
     escape,
     fit,
     plain,
+    text_object,
 )
 from engine.model import NOTABLE_NODE_SCORE, Diagnosis
 
@@ -38,18 +39,12 @@ Block = dict[str, Any]
 
 
 def _section(text: str) -> Block:
-    return {"type": "section", "text": _mrkdwn(fit(text, SECTION_LIMIT))}
-
-
-def _mrkdwn(text: str) -> dict[str, Any]:
-    """A mrkdwn text object, verbatim: Slack auto-parses no @here, #channel or URL in it (the text
-    is escaped besides), so log text can never ping anyone."""
-    return {"type": "mrkdwn", "verbatim": True, "text": text}
+    return {"type": "section", "text": text_object(fit(text, SECTION_LIMIT))}
 
 
 def _context(*texts: str) -> Block:
     return {"type": "context",
-            "elements": [_mrkdwn(fit(t, CONTEXT_LIMIT)) for t in texts if t][:10]}
+            "elements": [text_object(fit(t, CONTEXT_LIMIT)) for t in texts if t][:10]}
 
 
 def _header(text: str) -> Block:

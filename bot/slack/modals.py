@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bot.slack.mrkdwn import escape, fit, plain
+from bot.slack.mrkdwn import escape, fit, plain, text_object
 from engine.model import CATEGORIES
 
 CALLBACK_CONFIRM = "l4_confirm_view"
@@ -85,9 +85,9 @@ def confirm_view(diagnosis: dict[str, Any], diagnosis_id: int, channel: str | No
     job = str(diagnosis.get("job_id") or "")
     listing = "\n".join(f"*{i}.* `{escape(plain(t, 280))}`" for i, t in enumerate(choices))
     blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "verbatim": True, "text": fit(
+        {"type": "section", "text": text_object(fit(
             f"Diagnosis #{diagnosis_id} of *{escape(job)}*. The events you tick become the pattern's "
-            "signature: the next job that shows them is named with this pattern at once.", 3000)}},
+            "signature: the next job that shows them is named with this pattern at once.", 3000))},
         _input("title", "Title", title_el, "What failed, in a few words"),
         _input("category", "Category", {
             "type": "static_select", "action_id": "value",
@@ -98,8 +98,7 @@ def confirm_view(diagnosis: dict[str, Any], diagnosis_id: int, channel: str | No
             "max_length": REMEDIATION_MAX}, "What to do when this happens again"),
     ]
     if choices:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "verbatim": True,
-                                                    "text": fit("*Events*\n" + listing, 3000)}})
+        blocks.append({"type": "section", "text": text_object(fit("*Events*\n" + listing, 3000))})
         blocks.append(_input("events", "Signature events", events_el, "Tick the events that form the fault"))
     return {
         "type": "modal", "callback_id": CALLBACK_CONFIRM,

@@ -7,6 +7,7 @@ before it is put in a message. Cutting happens after escaping and never splits a
 from __future__ import annotations
 
 import re
+from typing import Any
 
 SECTION_LIMIT = 3000  # characters of a section's text
 CONTEXT_LIMIT = 2000  # characters of one context element
@@ -19,6 +20,12 @@ _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
 def escape(text: object) -> str:
     """``&``, ``<`` and ``>`` as entities: the text pings no one and links nothing."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def text_object(text: str) -> dict[str, Any]:
+    """A Block Kit mrkdwn text object, verbatim: Slack auto-parses no @here, #channel or URL in it
+    (the text is escaped besides), so log text can never ping anyone."""
+    return {"type": "mrkdwn", "verbatim": True, "text": text}
 
 
 def fit(text: str, limit: int = SECTION_LIMIT) -> str:

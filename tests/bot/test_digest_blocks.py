@@ -12,7 +12,7 @@ from bot.config import Settings
 from bot.digest_blocks import (
     MAX_BLOCKS,
     PLOT_FILENAME,
-    SECTION_CHARS,
+    SECTION_LIMIT,
     DigestInputError,
     digest_blocks,
     digest_command,
@@ -50,7 +50,7 @@ def _check_limits(blocks: list[dict]) -> None:
     assert 0 < len(blocks) <= MAX_BLOCKS
     for b in blocks:
         if b["type"] == "section":
-            assert len(b["text"]["text"]) <= SECTION_CHARS
+            assert len(b["text"]["text"]) <= SECTION_LIMIT
         if b["type"] == "header":
             assert len(b["text"]["text"]) <= 150
 
