@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
 from bot.config import ConfigError, Settings
@@ -28,3 +29,10 @@ def make_web_client(settings: Settings) -> WebClient:
     client.retry_handlers = [ConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
                              RateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES)]
     return client
+
+
+def slack_error(exc: BaseException) -> str:
+    """What went wrong with a Slack call, in a word: Slack's error code, else the exception's kind."""
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error") or "error")
+    return type(exc).__name__

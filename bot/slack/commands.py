@@ -15,6 +15,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.digest_blocks import DigestInputError, parse_days, post_digest
+from bot.slack.client import slack_error
 from bot.slack.diagnoser import AlreadyRunning
 from bot.slack.mrkdwn import SECTION_LIMIT, escape, fit
 from bot.slack.refs import explicit_job_ref
@@ -58,7 +59,7 @@ def _diagnose(ctx: SlashContext, args: list[str]) -> None:
             channel=ctx.channel_id, text=f"<@{ctx.user_id}> asked me to diagnose *{escape(ref)}*.")
         outcome = ctx.bot.diagnoser.request(ref, ctx.channel_id, str(parent["ts"]), ctx.user_id)
     except (SlackApiError, SlackClientError) as exc:
-        why = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+        why = slack_error(exc)
         absent = why in ("not_in_channel", "channel_not_found")
         hint = " Invite me with `/invite @L4` first." if absent else ""
         ctx.respond(text=f"I could not post in this channel ({escape(why)}).{hint}", replace_original=False)
@@ -90,7 +91,7 @@ def _digest(ctx: SlashContext, args: list[str]) -> None:
     try:
         post_digest(ctx.client, ctx.channel_id, ctx.bot.knowledge.digest(days))
     except (SlackApiError, SlackClientError) as exc:
-        why = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+        why = slack_error(exc)
         ctx.respond(text=f"I could not post the digest here ({escape(why)}).", replace_original=False)
     except Exception as exc:  # noqa: BLE001 - one line for the user, the trace in the bot's log
         log.exception("digest failed")

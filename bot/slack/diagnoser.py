@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from bot.config import ConfigError, Settings
 from bot.plots import diagnosis_pngs
 from bot.slack.blocks import error_message, note_message, progress_message, summary_message
+from bot.slack.client import slack_error
 from bot.slack.inflight import InFlight, Where
 from bot.slack.mrkdwn import escape
 from bot.slack.uploads import OutFile, upload_files
@@ -136,7 +137,7 @@ class Diagnoser:
             try:
                 self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
             except (SlackApiError, SlackClientError) as exc:
-                log.warning("cannot tell %s that it was cancelled: %s", _shown(ref), _why(exc))
+                log.warning("cannot tell %s that it was cancelled: %s", _shown(ref), slack_error(exc))
 
     # -- the work ----------------------------------------------------------------------------------
     def _point_to(self, ref: str, running: Where, asked_in: Where, user: str | None) -> None:
@@ -152,7 +153,8 @@ class Diagnoser:
             self.client.chat_postMessage(channel=asked_in.channel, thread_ts=asked_in.thread_ts, text=t,
                                          blocks=blocks)
         except (SlackApiError, SlackClientError) as exc:
-            log.warning("cannot point %s to the running analysis of %s: %s", asked_in, _shown(ref), _why(exc))
+            log.warning("cannot point %s to the running analysis of %s: %s", asked_in, _shown(ref),
+                        slack_error(exc))
 
     def _permalink(self, where: Where) -> str | None:
         try:
@@ -193,7 +195,7 @@ class Diagnoser:
                      for name, png in diagnosis_pngs(diagnosis)]
             upload_files(self.client, where.channel, where.thread_ts, files)
         except (SlackApiError, SlackClientError) as exc:  # plots are a bonus; the summary is posted
-            log.warning("cannot attach the plots of %s: %s", _shown(ref), _why(exc))
+            log.warning("cannot attach the plots of %s: %s", _shown(ref), slack_error(exc))
         except Exception:  # noqa: BLE001 - a plotting bug must not look like a failed diagnosis
             log.exception("plots of %s failed", _shown(ref))
 
@@ -227,14 +229,15 @@ class _ProgressMessage:
         try:
             self.client.chat_update(channel=self.channel, ts=self.ts, text=text, blocks=blocks)
         except (SlackApiError, SlackClientError) as exc:  # progress is best effort
-            log.warning("cannot update the progress of %s: %s", self.label, _why(exc))
+            log.warning("cannot update the progress of %s: %s", self.label, slack_error(exc))
 
     def final(self, text: str, blocks: list) -> None:
         try:
             self.client.chat_update(channel=self.channel, ts=self.ts, text=text, blocks=blocks)
         except (SlackApiError, SlackClientError) as exc:
-            log.warning("cannot post the result for %s: %s", self.label, _why(exc))
-            fallback, fb_blocks = error_message(self.label, f"the summary could not be posted ({_why(exc)})")
+            log.warning("cannot post the result for %s: %s", self.label, slack_error(exc))
+            why = f"the summary could not be posted ({slack_error(exc)})"
+            fallback, fb_blocks = error_message(self.label, why)
             try:
                 self.client.chat_update(channel=self.channel, ts=self.ts, text=fallback, blocks=fb_blocks)
             except (SlackApiError, SlackClientError):
@@ -244,9 +247,3 @@ class _ProgressMessage:
 def _shown(ref: str) -> str:
     """``ref`` fit for the bot's log: a link without credentials or query string (bot.sources)."""
     return safe_url(ref) if "://" in ref else ref
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error") or "error")
-    return type(exc).__name__

@@ -15,6 +15,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.render_html import render_html
 from bot.slack.blocks import ACTION_CONFIRM, ACTION_REJECT, ACTION_REPORT, note_message
+from bot.slack.client import slack_error
 from bot.slack.knowledge import StoredDiagnosis
 from bot.slack.modals import (
     CALLBACK_CONFIRM,
@@ -124,7 +125,7 @@ def register(app: App, bot: BotServices) -> None:
             client.views_open(trigger_id=body["trigger_id"],
                               view=confirm_view(stored.data, stored.id, channel, thread_ts))
         except (SlackApiError, SlackClientError) as exc:  # e.g. expired_trigger_id after a slow lookup
-            why = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+            why = slack_error(exc)
             _tell(client, body, f"Sorry, the form could not be opened ({escape(why)}); click Confirm again.")
 
     @app.view(CALLBACK_CONFIRM)
@@ -198,7 +199,7 @@ def register(app: App, bot: BotServices) -> None:
             upload_files(client, channel, thread_ts,
                          [OutFile(f"l4-{_safe_name(job)}-{stored.id}.html", html, f"L4 report: {job}")])
         except (SlackApiError, SlackClientError) as exc:
-            why = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+            why = slack_error(exc)
             _tell(client, body, f"Sorry, the report could not be uploaded ({escape(why)}).", thread_ts)
 
 

@@ -13,6 +13,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.config import Settings
+from bot.slack.client import slack_error
 
 log = logging.getLogger(__name__)
 GROUP_CACHE_SECONDS = 300.0
@@ -40,7 +41,7 @@ class SrePolicy:
                 resp = client.usergroups_users_list(usergroup=self.usergroup)
                 self._members = frozenset(resp.get("users") or [])
             except (SlackApiError, SlackClientError, OSError) as exc:
-                err = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+                err = slack_error(exc)
                 log.warning("cannot list the members of user group %s: %s", self.usergroup, err)
             self._fetched_at = time.monotonic()
             return self._members
