@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from bot.slack.mrkdwn import MAX_BLOCKS, SECTION_LIMIT, escape, fit, text_object
+from bot.slack.mrkdwn import HEADER_LIMIT, MAX_BLOCKS, SECTION_LIMIT, escape, fit, plain, text_object
 from kb.digest import MAX_DAYS, Digest
 
 DEFAULT_DAYS = 7
@@ -38,10 +38,6 @@ def esc(text: object) -> str:
 
 def _code(text: object) -> str:
     return "`" + esc(text).replace("`", "'") + "`"
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def duration(seconds: float | None) -> str:
@@ -76,7 +72,7 @@ def parse_days(text: str | None) -> int:
     if not raw:
         return DEFAULT_DAYS
     if not re.fullmatch(r"\d{1,4}", raw):
-        raise DigestInputError(f"days must be a whole number from 1 to {MAX_DAYS}, got {_cut(raw, 20)!r}")
+        raise DigestInputError(f"days must be a whole number from 1 to {MAX_DAYS}, got {plain(raw, 20)!r}")
     days = int(raw)
     if not 1 <= days <= MAX_DAYS:
         raise DigestInputError(f"days must be a whole number from 1 to {MAX_DAYS}, got {days}")
@@ -153,7 +149,7 @@ def _backlog_title(dg: Digest) -> str:
 def digest_blocks(dg: Digest) -> list[dict[str, Any]]:
     """Block Kit for a digest (at most 50 blocks)."""
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": _cut(_headline(dg), 150)}},
+        {"type": "header", "text": {"type": "plain_text", "text": plain(_headline(dg), HEADER_LIMIT)}},
         {"type": "context", "elements": [text_object(esc(_summary(dg)))]},
         {"type": "divider"},
     ]
@@ -175,7 +171,7 @@ def digest_fallback(dg: Digest) -> str:
     """The notification text of a digest message (Slack's ``text``)."""
     top = dg.patterns[0] if dg.patterns else None
     most = f"; most frequent: {esc(top.title)} ({_n(top.count, 'job')})" if top else ""
-    return _cut(f"{_headline(dg)}: {_n(dg.jobs, 'job')} diagnosed{most}; {dg.offenders_total} "
+    return plain(f"{_headline(dg)}: {_n(dg.jobs, 'job')} diagnosed{most}; {dg.offenders_total} "
                 f"repeat-offender nodes; {_n(dg.backlog_total, 'unconfirmed job')}", 3000)
 
 
@@ -256,7 +252,7 @@ def digest_command(days_text: str, settings: Any, *, now: datetime | None = None
             dg = compute_digest(s, days=days, now=now)
     except (KbError, SQLAlchemyError, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        return _error_blocks(f"could not read the knowledge base: {_cut(first, 200)}")
+        return _error_blocks(f"could not read the knowledge base: {plain(first, 200)}")
     finally:
         if engine is not None:
             engine.dispose()
