@@ -73,12 +73,12 @@ def triage(req: TriageRequest, progress: Progress | None = None,
             parsed = parse_jobs([job, *history], progress=progress)
         failed = parsed[0]
         phase("analyzing")
-        diagnosis = analyze(failed, parsed[1:], normal=pool, top_nodes=req.top_nodes)
+        normal = normal_pool(parsed[1:], pool)  # one filter for the engine and the pattern match
+        diagnosis = analyze(failed, parsed[1:], top_nodes=req.top_nodes, pool=normal)
         diagnosis.report = resolved.report
         with kbdb.session(engine) as s:
             if not req.no_match:
                 phase("matching")
-                normal = normal_pool(parsed[1:], pool)
                 fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
                 roots = [m for m in load_matcher(s).match_templates(fresh) if m.kind == "root"]
                 if roots:

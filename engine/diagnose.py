@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine.events import score_events, select_events
 from engine.executors import Executor
-from engine.filter import candidate_events, normal_pool
+from engine.filter import NormalPool, candidate_events, normal_pool
 from engine.ingest import JobSpec
 from engine.model import AnalysisDetail, Diagnosis, Event, IterationSeries, ParsedJob
 from engine.parse import Progress, parse_jobs
@@ -17,10 +17,13 @@ from engine.temporal import anomalous_iterations
 
 
 def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Iterable[str] = (),
-            top_nodes: int = 5) -> Diagnosis:
-    """A diagnosis of an already parsed failed job, given parsed history jobs and known-normal templates."""
+            top_nodes: int = 5, pool: NormalPool | None = None) -> Diagnosis:
+    """A diagnosis of an already parsed failed job, given parsed history jobs and known-normal templates.
+
+    `pool`: the cross-job filter already built from `history` and `normal` (`normal_pool`), for a
+    caller that needs it too; then `history` and `normal` are not read for filtering."""
     started = time.perf_counter()
-    candidates = candidate_events(parsed, normal_pool(history, normal))
+    candidates = candidate_events(parsed, pool if pool is not None else normal_pool(history, normal))
     scored = score_events(parsed, candidates)
     selected = select_events(scored)
     events = [_event(parsed, e.id, e.score) for e in selected]
