@@ -45,10 +45,11 @@ class BotServices:
 
 def build_services(settings: Settings, client: WebClient, *, run_triage: Triage = triage) -> BotServices:
     """The knowledge base (opened and migrated now), the worker pool and the SRE policy."""
+    engine = open_db(settings.database_url)  # opened and migrated once, shared by every service
     return BotServices(
         settings=settings,
-        knowledge=Knowledge(open_db(settings.database_url)),
-        diagnoser=Diagnoser(settings, client, run_triage=run_triage),
+        knowledge=Knowledge(engine),
+        diagnoser=Diagnoser(settings, client, run_triage=run_triage, engine=engine),
         policy=SrePolicy(settings),
     )
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from sqlalchemy.engine import Engine
+
 from bot.config import Settings
 from bot.resolve import resolve
 from engine.diagnose import analyze
@@ -30,6 +32,9 @@ class TriageRequest:
     no_match: bool = False
     top_nodes: int = 5
     database_url: str | None = None  # default: L4_DATABASE_URL, else the user's data folder
+    # an open knowledge base to use instead of opening `database_url` (a long-running bot opens
+    # and migrates it once); triage leaves it open
+    engine: Engine | None = field(default=None, repr=False, compare=False)
     # where and when the bot was asked (stored with the diagnosis; digests link back to the thread)
     requested_at: datetime | None = None
     slack_channel: str | None = None
@@ -56,7 +61,7 @@ def triage(req: TriageRequest, progress: Progress | None = None,
     phase = on_phase or (lambda _name: None)
     phase("resolving")
     settings = req.settings or Settings.from_env()
-    engine = kbdb.open_db(req.database_url)
+    engine = req.engine if req.engine is not None else kbdb.open_db(req.database_url)
     try:
         with ExitStack() as held:  # cached remote jobs stay held (not evicted nor rewritten) until parsed
             resolved = held.enter_context(resolve(req.job, settings=settings, local_paths=req.local_paths,
@@ -90,5 +95,6 @@ def triage(req: TriageRequest, progress: Progress | None = None,
                                            slack_thread_ts=req.slack_thread_ts)
             s.commit()
     finally:
-        engine.dispose()  # a long-running bot calls this thousands of times, failures included
+        if req.engine is None:
+            engine.dispose()  # opened here: closed here, failures included
     return TriageResult(diagnosis=diagnosis, diagnosis_id=diagnosis_id, job_path=job.root)

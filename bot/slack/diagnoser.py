@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
+from sqlalchemy.engine import Engine
 
 from bot.config import ConfigError, Settings
 from bot.plots import diagnosis_pngs
@@ -64,8 +65,10 @@ class AlreadyRunning:
 
 class Diagnoser:
     def __init__(self, settings: Settings, client: WebClient, *, run_triage: Triage = triage,
-                 inflight: InFlight | None = None, max_queued: int = MAX_QUEUED) -> None:
+                 inflight: InFlight | None = None, max_queued: int = MAX_QUEUED,
+                 engine: Engine | None = None) -> None:
         self.settings = settings
+        self.engine = engine  # the bot's open knowledge base; None: each analysis opens its own
         self.client = client
         self.run_triage = run_triage
         self.inflight = inflight or InFlight()
@@ -167,7 +170,8 @@ class Diagnoser:
     def _work(self, ref: str, where: Where, message_ts: str, requested_at: datetime) -> None:
         progress = _ProgressMessage(self.client, where.channel, message_ts, ref)
         try:
-            req = TriageRequest(job=ref, database_url=self.settings.database_url, requested_at=requested_at,
+            req = TriageRequest(job=ref, database_url=self.settings.database_url, engine=self.engine,
+                                requested_at=requested_at,
                                 slack_channel=where.channel, slack_thread_ts=where.thread_ts,
                                 settings=self.settings, local_paths=False)
             result = self.run_triage(req, progress=progress.files, on_phase=progress.phase,
