@@ -1,5 +1,5 @@
 """The recurring-fault digest for people: Block Kit for Slack, plain text for the CLI, posting
-(blocks + the pattern-counts plot in the message's thread) and the ``/l4 digest [days]`` command.
+(blocks + the pattern-counts plot in the message's thread) and parsing the days of ``/l4 digest [days]``.
 
 Block Kit limits are kept: at most 50 blocks, at most 3000 characters of text a section, every
 piece of stored text escaped for mrkdwn (``&``, ``<``, ``>``), so no log text can ping a channel.
@@ -225,35 +225,3 @@ def post_digest(client: Any, channel: str, dg: Digest) -> str:
         client.files_upload_v2(channel=channel, thread_ts=ts, file=png, filename=PLOT_FILENAME,
                                title=f"Fault patterns per day, last {2 * dg.days} days")
     return ts
-
-
-def _error_blocks(message: str) -> tuple[list[dict[str, Any]], str]:
-    text = f"l4 digest: {message}"
-    return [_section_block(f":warning: {esc(text)}")], text
-
-
-def digest_command(days_text: str, settings: Any, *, now: datetime | None = None,
-                   ) -> tuple[list[dict[str, Any]], str]:
-    """``/l4 digest [days]``: (blocks, text) of the digest, or of a one-line error."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from kb import KbError
-    from kb.db import open_db, session
-    from kb.digest import compute_digest
-
-    try:
-        days = parse_days(days_text)
-    except DigestInputError as exc:
-        return _error_blocks(str(exc))
-    engine = None
-    try:
-        engine = open_db(getattr(settings, "database_url", None))
-        with session(engine) as s:
-            dg = compute_digest(s, days=days, now=now)
-    except (KbError, SQLAlchemyError, OSError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        return _error_blocks(f"could not read the knowledge base: {plain(first, 200)}")
-    finally:
-        if engine is not None:
-            engine.dispose()
-    return digest_blocks(dg), digest_fallback(dg)
