@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -47,34 +48,42 @@ def _iso(g: dict[str, str | None], year: int) -> str | None:
     return None  # a time of day alone does not order lines across days
 
 
+def _prefix_matches(text: str) -> Iterator[tuple[re.Match[str], int]]:
+    """The known header prefixes at the start of `text`, one after another (at most 6): each match
+    with the offset in `text` of the string it was matched against."""
+    prefixes = _rules()[0]
+    base = 0
+    for _ in range(6):
+        rest = text[base:]
+        for rx in prefixes:
+            m = rx.match(rest)
+            if m is not None:
+                break
+        else:
+            return
+        yield m, base
+        if m.end() == 0:
+            return
+        base += m.end()
+
+
 def parse_header(line: str, year: int = 1970) -> Header:
     """Strip the known prefixes of `line`; `year` completes timestamps that carry none (glog, syslog)."""
-    prefixes, levels, msg_levels = _rules()
+    _, levels, msg_levels = _rules()
     ts: str | None = None
     level: str | None = None
     rank: int | None = None
-    rest = line
-    for _ in range(6):
-        for rx in prefixes:
-            m = rx.match(rest)
-            if m is None:
-                continue
-            g = m.groupdict()
-            if g.get("rank") is not None and rank is None:
-                rank = int(g["rank"])
-            if g.get("level") and level is None:
-                level = _norm_level(g["level"], levels)
-            if ts is None:
-                ts = _iso(g, year)
-            if m.end() == 0:
-                rx = None
-            rest = rest[m.end():]
-            break
-        else:
-            break
-        if rx is None:
-            break
-    message = rest.strip()
+    end = 0
+    for m, base in _prefix_matches(line):
+        g = m.groupdict()
+        if g.get("rank") is not None and rank is None:
+            rank = int(g["rank"])
+        if g.get("level") and level is None:
+            level = _norm_level(g["level"], levels)
+        if ts is None:
+            ts = _iso(g, year)
+        end = base + m.end()
+    message = line[end:].strip()
     if level is None or level == "INFO":
         for lv, rx in msg_levels:
             if rx.search(message):
@@ -94,24 +103,11 @@ def _ts_layout(key: str) -> Layout | None:
 
     Prefix regexes treat every digit alike, so all lines with one pre-key match the same prefixes at
     the same offsets: the header is parsed once per pre-key, and each line's timestamp is sliced out."""
-    prefixes, _, _ = _rules()
-    rest, base = key, 0
-    for _ in range(6):
-        for rx in prefixes:
-            m = rx.match(rest)
-            if m is None:
-                continue
-            g = m.groupdict()
-            if _iso(g, 1970) is not None:
-                return tuple((name, base + m.start(name), base + m.end(name))
-                             for name in _TS_GROUPS if g.get(name) is not None)
-            if m.end() == 0:
-                return None
-            base += m.end()
-            rest = rest[m.end():]
-            break
-        else:
-            return None
+    for m, base in _prefix_matches(key):
+        g = m.groupdict()
+        if _iso(g, 1970) is not None:
+            return tuple((name, base + m.start(name), base + m.end(name))
+                         for name in _TS_GROUPS if g.get(name) is not None)
     return None
 
 
