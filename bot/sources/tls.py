@@ -13,6 +13,7 @@ import ssl
 import certifi
 
 from bot.config import ConfigError
+from bot.sources.jobids import shorten
 
 # OpenSSL verify codes that mean "signed by a CA L4 does not know" (an internal CA, usually)
 _UNKNOWN_ISSUER = frozenset({2, 18, 19, 20, 21})
@@ -57,5 +58,4 @@ def tls_problem(exc: BaseException) -> str | None:
 
 
 def _one_line(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(" ".join(str(text).split()), limit)
