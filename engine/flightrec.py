@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.hangfiles import dump_rank_host
-from engine.rules import load
+from engine.rules import load, size_text
 from engine.safepickle import UnsafePickle, loads_plain
 
 
@@ -93,7 +93,7 @@ def parse_dump(data: bytes, path: str, rank: int | None, host: str | None) -> FR
     """One dump's bytes as an `FRDump`; `DumpError` with a one-line reason when it cannot be used."""
     caps = load("hang")["flight_recorder"]
     if len(data) > caps["max_bytes"]:
-        raise DumpError(f"flight-recorder dump over {caps['max_bytes'] // 2**20} MiB, not read")
+        raise DumpError(f"flight-recorder dump over {size_text(caps['max_bytes'])}, not read")
     try:
         obj = json.loads(data) if data.lstrip()[:1] == b"{" else loads_plain(data)
     except UnsafePickle as exc:
@@ -131,7 +131,7 @@ def read_dumps(paths: list[Path]) -> tuple[list[FRDump], list[str]]:
         rank, host = dump_rank_host(path)
         try:
             if path.stat().st_size > cap:
-                raise DumpError(f"flight-recorder dump over {cap // 2**20} MiB, not read")
+                raise DumpError(f"flight-recorder dump over {size_text(cap)}, not read")
             dump = parse_dump(path.read_bytes(), str(path), rank, host)
         except DumpError as exc:
             bad.append(f"{path}: {exc}")

@@ -26,7 +26,7 @@ from engine.hangfiles import find_hang_files
 from engine.ingest import open_binary
 from engine.model import HangFinding, NodeFinding, ParsedJob, StackGroup
 from engine.peers import rank_nodes_map
-from engine.rules import compiled, load
+from engine.rules import compiled, load, size_text
 from engine.stacks import FAULTHANDLER_MARK, Stack, group_stacks, parse_faulthandler, parse_pyspy
 
 _READ = 1 << 20
@@ -48,7 +48,7 @@ def _file_stacks(paths: list[Path], unreadable: list[str]) -> list[Stack]:
         rank = _rank_of(path)
         try:
             if path.stat().st_size > cap:
-                unreadable.append(f"{path}: stack dump over {cap // 2**20} MiB, not read")
+                unreadable.append(f"{path}: stack dump over {size_text(cap)}, not read")
                 continue
             text = path.read_bytes().decode("utf-8", "replace")
         except OSError as exc:

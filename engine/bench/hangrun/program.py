@@ -80,7 +80,6 @@ class ToyData(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> torch.Tensor:
         if SCENARIO == "dataloader_hang" and RANK == CULPRIT and i == STEP:
-            log.info("fetching sample %d from shard shard-%03d", i, RANK)
             time.sleep(3600)
         return torch.full((8,), float(i % 7))
 
@@ -88,7 +87,6 @@ class ToyData(torch.utils.data.Dataset):
 def _collective(step: int, t: torch.Tensor, subgroup: dist.ProcessGroup | None) -> None:
     culprit = RANK == CULPRIT and step == STEP
     if SCENARIO == "sleep_before_collective" and culprit:
-        log.info("step %d: computing extra metrics before the gradient all-reduce", step)
         time.sleep(3600)
     if SCENARIO == "rank_killed" and culprit:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -102,7 +100,6 @@ def _collective(step: int, t: torch.Tensor, subgroup: dist.ProcessGroup | None) 
         return
     if SCENARIO == "subgroup_hang" and subgroup is not None:
         if culprit:
-            log.info("step %d: rebuilding the pipeline schedule", step)
             time.sleep(3600)
         if RANK < WORLD // 2:
             dist.all_reduce(t, group=subgroup)
