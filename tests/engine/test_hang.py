@@ -25,11 +25,12 @@ def _hung_job(tmp_path, *, culprit: int = 5, layout: str = "flight_recorder"):
         lines = f.read_text().splitlines()
         if rank != culprit:
             lines.append(f"[rank{rank}]:[E0501 10:40:00.000000000 ProcessGroupNCCL.cpp:607] [Rank {rank}] "
-                         "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLREDUCE) "
-                         "ran for 600044 milliseconds before timing out.")
+                         "Watchdog caught collective operation timeout: "
+                         "WorkNCCL(SeqNum=41, OpType=ALLREDUCE) ran for 600044 milliseconds "
+                         "before timing out.")
         if rank in (0, 1):
-            lines += [f"[rank{rank}]: NVRM: Xid (PCI:0000:3b:00): 48, pid={900 + i}, DBE (double bit error)"
-                      for i in range(6)]
+            lines += [f"[rank{rank}]: NVRM: Xid (PCI:0000:3b:00): 48, pid={900 + i}, DBE (double bit "
+                      "error)" for i in range(6)]
         write_rank(f, lines)
     for rank in range(WORLD):
         entries = healthy_until(40, pending=False) if rank == culprit else healthy_until(41)
