@@ -174,8 +174,8 @@ def _summary(f: HangFinding, nodes: dict[int, str], outliers: list[int], groups:
     elif f.kind == "mismatch":
         text = f"{who} desynced at {op}: {f.detail}"
     elif f.kind == "no_dump":
-        text = f"{who} wrote no flight-recorder dump (dead or stopped) while {waiting or 'the others wait'}" \
-               f" in {op}"
+        others = f"{len(f.waiting_ranks)} ranks wait" if f.waiting_ranks else "the others wait"
+        text = f"{who} wrote no flight-recorder dump (dead or stopped) while {others} in {op}"
     elif f.kind == "not_started":
         text = f"{who} never started {op}; {waiting}"
     elif f.kind == "stack_outlier":
