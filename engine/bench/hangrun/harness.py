@@ -193,6 +193,6 @@ def compress(root: Path) -> None:
     import gzip
 
     for log in root.rglob("*.log"):
-        with open(log, "rb") as src, gzip.open(str(log) + ".gz", "wb", mtime=0) as dst:
+        with open(log, "rb") as src, gzip.GzipFile(str(log) + ".gz", "wb", mtime=0) as dst:
             shutil.copyfileobj(src, dst)
         log.unlink()
