@@ -22,7 +22,8 @@ from engine.hangfiles import find_hang_files
 from engine.parse import parse_jobs
 from engine.safepickle import loads_plain
 
-_MISSING = re.compile(r"missing ranks: \{([\d, ]*)\}")
+# "missing ranks: {5}" in a collective's report; "Missing dump files from ranks {2}" when it stops
+_MISSING = re.compile(r"(?:missing ranks: |Missing dump files from ranks )\{([\d, ]*)\}")
 _CULPRIT = re.compile(r"Culprit rank (\d+)")
 
 
