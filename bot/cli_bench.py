@@ -76,6 +76,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hang(args: argparse.Namespace) -> int:
+    from engine.bench.hang_eval import evaluate_hangs, format_hangs, hang_cases
+
+    root = Path(args.cases)
+    if not root.is_dir() or not hang_cases(root):
+        raise JobError(f"no hang cases in {root} (the fixtures are in tests/fixtures/hang; "
+                       "`l4 bench hangrun OUT` makes new ones)")
+    tallies = evaluate_hangs(root, split=args.split)
+    if not tallies:
+        raise JobError(f"no hang cases of split {args.split!r} in {root}")
+    print(format_hangs(tallies))
+    return 0
+
+
+def cmd_hangrun(args: argparse.Namespace) -> int:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise JobError("l4 bench hangrun runs real torchrun jobs: pip install torch==2.13.0 first") from None
+    from engine.bench.hangrun.harness import compress, generate
+
+    out = Path(args.out)
+    generate(out, timeout=args.timeout)
+    if args.compress:
+        compress(out)
+    return 0
+
+
 def _cache_dir() -> Path:
     return Path(os.environ.get("L4_CACHE_DIR") or Path.home() / ".cache" / "l4")
 
@@ -135,6 +163,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--size", default="1GB")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=cmd_speed)
+    hg = bsub.add_parser("hang", help="hang cases diagnosed with and without their flight-recorder and "
+                                      "stack dumps")
+    hg.add_argument("cases", nargs="?", default="tests/fixtures/hang", help="folder of hang cases")
+    hg.add_argument("--split", choices=("dev", "test", "all"), default="all")
+    hg.set_defaults(func=cmd_hang)
+    hr = bsub.add_parser("hangrun", help="make hang cases from real torchrun/gloo jobs (needs torch)")
+    hr.add_argument("out", help="folder to write the cases into")
+    hr.add_argument("--timeout", type=float, default=10.0, help="the jobs' collective timeout, seconds")
+    hr.add_argument("--compress", action="store_true", help="gzip the rank logs (as the fixtures are)")
+    hr.set_defaults(func=cmd_hangrun)
     lh = bsub.add_parser("loghub", help="grouping accuracy of the parser on Loghub-2k")
     lh.add_argument("loghub_dir")
     lh.add_argument("--gt", choices=["orig", "corr"], default="orig")

@@ -21,7 +21,7 @@ matplotlib.use("Agg")  # before anything imports pyplot; this module never does
 
 from matplotlib.figure import Figure  # noqa: E402
 
-from engine.model import AnalysisDetail, Diagnosis, IterationSeries  # noqa: E402
+from engine.model import AnalysisDetail, Diagnosis, HangFinding, IterationSeries  # noqa: E402
 
 DPI = 100
 WIDTH, HEIGHT = 960, 540  # pixels of every PNG
@@ -85,6 +85,27 @@ def node_scores_png(scores: Mapping[str, float], *, top: int = TOP_NODES) -> byt
             va="bottom", color="#333333")
     ax.set_xlim(0, max(1.0, max(values) * 1.05))
     ax.set_xlabel("score (0 = like the others, 1 = most anomalous)")
+    ax.set_title(title)
+    return _png(fig, title)
+
+
+def hang_png(last_sequence: Mapping[str, int], culprits: Sequence[int], *, title_op: str = "") -> bytes:
+    """Bars of the last collective sequence id each rank enqueued (flight recorder), culprits in red."""
+    fig = _figure()
+    title = "Last collective reached per rank" + (f" ({shorten(title_op, 40)})" if title_op else "")
+    if not last_sequence:
+        return _empty(fig, title, "no flight-recorder entries")
+    ranks = sorted(last_sequence, key=lambda r: int(r) if str(r).lstrip("-").isdigit() else 0)
+    values = [int(last_sequence[r]) for r in ranks]
+    bad = {str(r) for r in culprits}
+    ax = fig.add_subplot()
+    ax.bar(range(len(values)), values, color=[_RED if str(r) in bad else _BLUE for r in ranks])
+    step = max(1, math.ceil(len(ranks) / 32))
+    ax.set_xticks(range(0, len(ranks), step), [str(r) for r in ranks[::step]], fontsize=8)
+    low = min(values)
+    ax.set_ylim(max(0, low - 3), max(values) + 1)
+    ax.set_xlabel("rank (red: named by the dumps)")
+    ax.set_ylabel("sequence id")
     ax.set_title(title)
     return _png(fig, title)
 
@@ -207,8 +228,11 @@ def _detail_of(diagnosis: Diagnosis | Mapping[str, Any]) -> tuple[str, AnalysisD
 
 def diagnosis_pngs(diagnosis: Diagnosis | Mapping[str, Any]) -> list[tuple[str, bytes]]:
     """(filename, PNG) of every plot a diagnosis has data for: node scores, iteration similarity,
-    node × event heat map."""
+    node × event heat map, ranks × last collective reached (hang evidence)."""
     job, detail = _detail_of(diagnosis)
+    hang = diagnosis.hang if isinstance(diagnosis, Diagnosis) else diagnosis.get("hang")
+    if isinstance(hang, Mapping):
+        hang = _hang_of(hang)
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", job)[:80] or "job"
     out: list[tuple[str, bytes]] = []
     if detail.node_scores:
@@ -218,4 +242,13 @@ def diagnosis_pngs(diagnosis: Diagnosis | Mapping[str, Any]) -> list[tuple[str, 
     if detail.heatmap_nodes and detail.heatmap_events:
         out.append((f"{stem}-node-event-heatmap.png",
                     heatmap_png(detail.heatmap_nodes, detail.heatmap_events, detail.heatmap_counts)))
+    if hang is not None and hang.last_sequence:
+        op = f"{hang.collective} #{hang.sequence_id}" if hang.collective else ""
+        out.append((f"{stem}-hang.png", hang_png(hang.last_sequence, hang.ranks, title_op=op)))
     return out
+
+
+def _hang_of(d: Mapping[str, Any]) -> HangFinding:
+    return HangFinding(summary=str(d.get("summary") or ""), collective=d.get("collective"),
+                       sequence_id=d.get("sequence_id"), ranks=list(d.get("ranks") or []),
+                       last_sequence=dict(d.get("last_sequence") or {}))

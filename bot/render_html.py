@@ -7,7 +7,7 @@ import base64
 import json
 from html import escape
 
-from engine.model import NOTABLE_NODE_SCORE, Diagnosis
+from engine.model import NOTABLE_NODE_SCORE, Diagnosis, HangFinding
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:2px}
@@ -25,6 +25,8 @@ _PLOT_CAPTIONS = {
     "iterations": "Per-iteration DTW distance to the previous iterations; the band is mean ± 3σ, red points "
                   "are the flagged iterations.",
     "node-event-heatmap": "Lines per node and failure-indicating event for the most suspicious nodes.",
+    "hang": "Flight recorder: the last collective sequence id each rank enqueued; red ranks are the ones "
+            "the dumps name (they never reached, or desynced at, the collective the others wait in).",
 }
 
 
@@ -56,6 +58,17 @@ def _report(report: dict) -> str:
     return _table(["field", "value"], rows, "empty")
 
 
+def _hang(h: HangFinding) -> str:
+    rows = [[escape(", ".join(map(str, g.ranks))), escape(", ".join(g.nodes)),
+             "<br>".join(f"<code>{escape(f)}</code>" for f in g.frames[:6]), "outlier" if g.outlier else ""]
+            for g in h.stack_groups]
+    return (f"<section id='hang'><h2>Hang</h2><p><b>{escape(h.summary)}</b></p>"
+            f"<p class='muted'>from {escape(', '.join(h.sources))}: {h.dumps} flight-recorder dump(s), "
+            f"{h.stacks} stack dump(s)</p>"
+            + (_table(["ranks", "nodes", "stack (innermost first)", ""], rows, "") if rows else "")
+            + "</section>")
+
+
 def render_html(d: Diagnosis, *, plots: bool = True) -> str:
     """The whole diagnosis as one HTML page; with ``plots``, the plots of its analysis detail inline."""
     st = d.stats
@@ -63,6 +76,8 @@ def render_html(d: Diagnosis, *, plots: bool = True) -> str:
     sections = [("summary", "Summary")]
     if d.report:
         sections.append(("report", "Failure report"))
+    if d.hang:
+        sections.append(("hang", "Hang"))
     if d.matches:
         sections.append(("matches", "Known faults"))
     if figures:
@@ -86,6 +101,8 @@ def render_html(d: Diagnosis, *, plots: bool = True) -> str:
     ]
     if d.report:
         parts.append(f"<section id='report'><h2>Failure report</h2>{_report(d.report)}</section>")
+    if d.hang:
+        parts.append(_hang(d.hang))
     if d.matches:
         parts.append("<section id='matches'><h2>Known faults</h2>")
         for m in d.matches:

@@ -29,6 +29,8 @@ def render_text(d: Diagnosis, color: bool = False, width: int = 120) -> str:
         for line in m.evidence[:3]:
             con.print(f"  > {escape(line[:300])}")
     con.print(f"\n[bold]Stage:[/bold] {d.stage}")
+    if d.hang:  # flight-recorder and stack dumps
+        con.print(f"[bold]Hang:[/bold] {escape(d.hang.summary[:500])}")
     if d.events:
         con.print("\n[bold]Failure-indicating events[/bold] (most indicative first)")
         for k, e in enumerate(d.events, start=1):

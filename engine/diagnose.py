@@ -8,6 +8,7 @@ from pathlib import Path
 from engine.events import score_events, select_events
 from engine.executors import Executor
 from engine.filter import NormalPool, candidate_events, normal_pool
+from engine.hang import collect_hang, raise_culprits
 from engine.ingest import JobSpec
 from engine.model import AnalysisDetail, Diagnosis, Event, IterationSeries, ParsedJob
 from engine.parse import Progress, parse_jobs
@@ -17,11 +18,12 @@ from engine.temporal import anomalous_iterations
 
 
 def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Iterable[str] = (),
-            top_nodes: int = 5, pool: NormalPool | None = None) -> Diagnosis:
+            top_nodes: int = 5, pool: NormalPool | None = None, hang_evidence: bool = True) -> Diagnosis:
     """A diagnosis of an already parsed failed job, given parsed history jobs and known-normal templates.
 
     `pool`: the cross-job filter already built from `history` and `normal` (`normal_pool`), for a
-    caller that needs it too; then `history` and `normal` are not read for filtering."""
+    caller that needs it too; then `history` and `normal` are not read for filtering.
+    `hang_evidence`: read the job folder's flight-recorder and stack dumps (`engine.hang`)."""
     started = time.perf_counter()
     candidates = candidate_events(parsed, pool if pool is not None else normal_pool(history, normal))
     scored = score_events(parsed, candidates)
@@ -29,6 +31,9 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     events = [_event(parsed, e.id, e.score) for e in selected]
     node_scores: dict[str, float] = {}
     nodes = rank_nodes(parsed, candidates, scored, selected, top_k=top_nodes, all_scores=node_scores)
+    hang = collect_hang(parsed) if hang_evidence else None
+    nodes = raise_culprits(nodes, hang, top_k=top_nodes)
+    node_scores.update({n.node: n.score for n in nodes if n.score > node_scores.get(n.node, 0.0)})
     weight = {e.id: e.score for e in scored}
     series: list[IterationSeries] = []
     iterations = anomalous_iterations(parsed, weight, series=series)
@@ -37,7 +42,7 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
     detail = _detail(parsed, node_scores, [e.id for e in selected], series, iterations)
     return Diagnosis(job_id=parsed.job_id, status="analyzed", stage=stage, events=events, nodes=nodes,
-                     iterations=iterations, stats=stats, detail=detail)
+                     iterations=iterations, stats=stats, detail=detail, hang=hang)
 
 
 HEATMAP_NODES = 12

@@ -11,6 +11,8 @@ from typing import IO
 
 import numpy as np
 
+from engine.hangfiles import is_hang_file
+
 MAX_LINE = 64 * 1024  # bytes; longer lines are cut (and counted)
 CHUNK = 8 * 1024 * 1024
 _SKIP_NAMES = {"job.json", "truth.json"}
@@ -68,8 +70,8 @@ def discover(root: Path | str) -> JobSpec:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         rel = Path(dirpath).relative_to(root)
         for name in sorted(filenames):
-            if name.startswith(".") or (rel == Path(".") and name in _SKIP_NAMES):
-                continue
+            if name.startswith(".") or (rel == Path(".") and name in _SKIP_NAMES) or is_hang_file(rel / name):
+                continue  # dumps beside the logs are read by engine.hang, not as log text
             path = Path(dirpath) / name
             try:
                 size = path.stat().st_size

@@ -112,6 +112,37 @@ class AnalysisDetail:
 
 
 @dataclass
+class StackGroup:
+    """Ranks whose stack dumps are the same (main thread, innermost frame first)."""
+
+    frames: list[str]
+    ranks: list[int] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    outlier: bool = False  # a small group outside the dominant one: its ranks are suspects
+
+
+@dataclass
+class HangFinding:
+    """What flight-recorder dumps and stack dumps say about a hang (the diagnosis' `hang` section)."""
+
+    summary: str  # one line for people
+    sources: list[str] = field(default_factory=list)  # "flight_recorder", "stacks"
+    kind: str | None = None  # mismatch | missing | no_dump | not_started | all_waiting | stack_outlier
+    process_group: str | None = None
+    collective: str | None = None  # the op it concerns, e.g. "nccl:all_reduce"
+    sequence_id: int | None = None
+    ranks: list[int] = field(default_factory=list)  # the culprit ranks
+    nodes: list[str] = field(default_factory=list)  # their nodes
+    ranks_without_dump: list[int] = field(default_factory=list)
+    waiting_ranks: list[int] = field(default_factory=list)
+    detail: str = ""
+    last_sequence: dict[str, int] = field(default_factory=dict)  # rank -> last sequence id enqueued
+    stack_groups: list[StackGroup] = field(default_factory=list)
+    dumps: int = 0  # flight-recorder dumps read
+    stacks: int = 0  # ranks with a stack dump
+
+
+@dataclass
 class Diagnosis:
     job_id: str
     status: str = "analyzed"  # "matched" | "analyzed"
@@ -124,12 +155,16 @@ class Diagnosis:
     # what a failure report said about the job (url, description, settings...), when one was given
     report: dict | None = None
     detail: AnalysisDetail | None = field(default=None, repr=False)
+    # evidence from flight-recorder and stack dumps, when the job folder has them
+    hang: HangFinding | None = None
 
     def to_dict(self, *, detail: bool = False) -> dict:
         """The l4.diagnosis/v1 JSON; with `detail`, also the plot data under "detail"."""
         d = asdict(self)
         if d.get("report") is None:
             d.pop("report", None)
+        if d.get("hang") is None:
+            d.pop("hang", None)
         if not detail or d.get("detail") is None:
             d.pop("detail", None)
         return {"schema": SCHEMA, **d}
@@ -160,6 +195,7 @@ class ParsedJob:
     # event id -> number of rank files whose last line it is, cut off without a line end
     truncated_tails: dict[int, int] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
+    root: str = ""  # the job folder, for evidence beside the logs (flight-recorder and stack dumps)
 
 
 def diagnosis_from_dict(d: dict) -> Diagnosis:
@@ -180,4 +216,13 @@ def diagnosis_from_dict(d: dict) -> Diagnosis:
         stats=Stats(**pick(Stats, d.get("stats") or {})),
         report=d.get("report"),
         detail=AnalysisDetail.from_dict(d["detail"]) if isinstance(d.get("detail"), dict) else None,
+        hang=_hang_from_dict(d["hang"]) if isinstance(d.get("hang"), dict) else None,
     )
+
+
+def _hang_from_dict(d: dict) -> HangFinding:
+    names = HangFinding.__dataclass_fields__
+    data = {k: v for k, v in d.items() if k in names and k != "stack_groups"}
+    groups = [StackGroup(**{k: v for k, v in g.items() if k in StackGroup.__dataclass_fields__})
+              for g in d.get("stack_groups") or [] if isinstance(g, dict)]
+    return HangFinding(**{"summary": "", **data, "stack_groups": groups})

@@ -219,5 +219,6 @@ class _JobBuilder:
                 n: {index[c]: ts for c, ts in d.items()} for n, d in self.node_first_seen.items()
             },
             stats=self.stats,
+            root=str(self.spec.root),
         )
         return parsed

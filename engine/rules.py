@@ -22,3 +22,11 @@ def load(name: str) -> dict[str, Any]:
 @cache
 def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(pattern, flags)
+
+
+def size_text(n: int) -> str:
+    """A byte count for messages: "64 MiB", "512 KiB", "100 bytes"."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.4g} {unit}"
+    return f"{n} bytes"

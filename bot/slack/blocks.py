@@ -119,6 +119,8 @@ def _event_blocks(d: Diagnosis) -> list[Block]:
 
 def _finding_lines(d: Diagnosis) -> list[str]:
     lines = [f"*Stage:* {escape(d.stage)}"]
+    if d.hang:  # flight-recorder and stack dumps
+        lines.append(f"*Hang:* {escape(d.hang.summary[:500])}")
     if d.iterations:
         it = d.iterations[0]
         nodes = f" on {escape(', '.join(it.nodes[:3]))}" if it.nodes else ""
