@@ -53,14 +53,23 @@ def local_base(root: str) -> Path:
     return Path(root)
 
 
+def inside_links(path: Path, base: Path) -> bool:
+    """True when `path`, every link followed, lies strictly inside `base` (links followed too)."""
+    real, top = os.path.realpath(path), os.path.realpath(base)
+    return real.startswith(top.rstrip(os.sep) + os.sep)
+
+
 def job_from_root(rel: str, job_id: str, settings: Settings, budget: Budget) -> JobLease:
     """The job folder of `rel` (a job ID, or a safe relative path) under L4_LOG_ROOT, held."""
     root = settings.log_root
     kind = root_kind(root)
     if kind == "local":
-        candidate = local_base(root) / rel
+        base = local_base(root)
+        candidate = base / rel
         if candidate.is_dir():
-            return JobLease(candidate)  # not in the cache: nothing to hold
+            if not inside_links(candidate, base):
+                raise Refused(f"refused: job '{job_id}' is a link to outside L4_LOG_ROOT; it is not read")
+            return JobLease(candidate, confine=base)  # not in the cache: nothing to hold
         raise JobError(f"unknown job '{job_id}': no folder {job_id} here nor under L4_LOG_ROOT ({root})")
     missing = f"unknown job '{job_id}': not found under L4_LOG_ROOT ({safe_url(root)})"
     if kind == "http":
