@@ -101,6 +101,7 @@ def check_http(settings: Settings) -> None:
     _check_bot_token(settings)
     if not settings.slack_signing_secret:
         raise ConfigError("SLACK_SIGNING_SECRET is not set; HTTP mode needs it to verify Slack's requests")
+    HttpLimits.from_env()  # a bad L4_HTTP_* setting is a one-line error before anything starts
 
 
 def check_socket_mode(settings: Settings) -> None:
