@@ -130,9 +130,13 @@ def _relative(location: str, root: str) -> str | None:
 
 
 def _dest(job: CachedJob, rel: str) -> Path:
+    """Where `rel` goes in the cached job: its folder must lie inside the job's, links followed. A
+    link found at the file's own place (planted in the cache) is removed: the file is fetched anew."""
     dest = job.path / rel
-    if not dest.resolve().is_relative_to(job.path.resolve()):
+    if dest.parent != job.path and not inside_links(dest.parent, job.path):
         raise JobError(f"unsafe file name in the job listing: {rel[:60]!r}")
+    if dest.is_symlink():
+        dest.unlink()
     return dest
 
 
@@ -267,11 +271,11 @@ def _copy_fsspec_file(fs, name: str, info: dict, job: CachedJob, rel: str, setti
                       budget: Budget) -> None:
     url = fs.unstrip_protocol(name)
     version = _version(info)
+    dest = _dest(job, rel)
     cached = job.lookup(rel, url)
     if cached is not None and cached.etag == version:
         budget.add_expanded(cached.expanded, f"job '{job.path.name}'")
         return
-    dest = _dest(job, rel)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(f".part-{uuid.uuid4().hex[:12]}-{dest.name}")
     size = 0

@@ -110,3 +110,26 @@ def test_the_bot_refuses_in_the_thread_and_posts_no_secret(root: Path, tmp_path:
         everything = json.dumps([c.params for c in bot.slack.calls])
         assert SECRET not in everything and "hunter2" not in everything
     assert SECRET.encode() not in (tmp_path / "kb.db").read_bytes()
+
+
+def test_a_link_planted_in_the_cache_is_not_read(tmp_path: Path, outside: Path) -> None:
+    from tests.helpers.http_server import HttpServer
+
+    make_job(tmp_path / "www" / "job-7", nodes=3, fault_node=1)
+    with HttpServer(folder=tmp_path / "www") as srv:
+        settings = Settings(log_root=srv.url("/"), report_hosts=["127.0.0.1"],
+                            cache_dir=str(tmp_path / "cache"))
+        with resolve("job-7", settings=settings, local_paths=False) as job:
+            cached = job.path / "node-001" / "rank-0002.log"
+            assert cached.is_file() and job.confine is not None
+        cached.unlink()
+        cached.symlink_to(outside / "secret.log")  # someone with write access to the cache
+        result = triage(TriageRequest(job="job-7", database_url=f"sqlite:///{tmp_path / 'kb.db'}",
+                                      settings=settings, local_paths=False))
+    d = json.dumps(result.diagnosis.to_dict())
+    assert SECRET not in d and result.diagnosis.stats.files == 6  # the link was replaced by the file
+    assert not cached.is_symlink() and (outside / "secret.log").read_text().startswith("[rank9]")
+    cached.unlink()
+    cached.symlink_to(outside / "secret.log")  # planted after the fetch, before the read
+    spec = discover(cached.parent.parent, confine=job.confine)
+    assert [r.split(": ", 1)[1] for r in spec.refused] == ["a link to outside the log root, not read"]
