@@ -55,3 +55,15 @@ def test_job_json_job_id_labels_the_job_and_never_names_it(tmp_path: Path, log_r
             label = json.loads(s.exec(select(DiagnosisRecord).where(DiagnosisRecord.job_id == "job-0101"))
                                .one().json_text)["job_label"]
             assert len(label) == 200 and label.endswith("…")
+
+
+def test_reports_show_the_label_beside_the_asked_id() -> None:
+    from bot.render_html import render_html
+    from bot.render_text import render_text
+    from engine.model import Diagnosis, diagnosis_from_dict
+
+    d = Diagnosis(job_id="job-0100", job_label="job-<b>0001")
+    assert "job.json calls it job-<b>0001" in render_text(d)
+    assert "job.json calls it <code>job-&lt;b&gt;0001</code>" in render_html(d)
+    assert diagnosis_from_dict(d.to_dict()).job_label == "job-<b>0001"
+    assert "job_label" not in Diagnosis(job_id="job-1").to_dict()  # optional: absent when none
