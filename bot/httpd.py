@@ -11,7 +11,6 @@ shuts the socket, which ends any blocked read). Connections beyond `max_connecti
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import selectors
 import socket
@@ -21,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from bot.config import ConfigError
+from bot.config import _positive  # the settings' own check: a positive number, or ConfigError
 
 log = logging.getLogger("l4.http")
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 21\r\n"
@@ -43,22 +42,9 @@ class HttpLimits:
         d = cls()
         return cls(max_connections=int(_positive("L4_HTTP_MAX_CONNECTIONS", d.max_connections)),
                    workers=int(_positive("L4_HTTP_WORKERS", d.workers)),
-                   idle_timeout=_positive("L4_HTTP_IDLE_TIMEOUT", d.idle_timeout),
-                   read_timeout=_positive("L4_HTTP_READ_TIMEOUT", d.read_timeout),
-                   request_deadline=_positive("L4_HTTP_REQUEST_DEADLINE", d.request_deadline))
-
-
-def _positive(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw[:40]!r}") from None
-    if not value > 0:
-        raise ConfigError(f"{name} must be greater than 0")
-    return value
+                   idle_timeout=_positive("L4_HTTP_IDLE_TIMEOUT", d.idle_timeout, float),
+                   read_timeout=_positive("L4_HTTP_READ_TIMEOUT", d.read_timeout, float),
+                   request_deadline=_positive("L4_HTTP_REQUEST_DEADLINE", d.request_deadline, float))
 
 
 class BoundedWSGIServer(WSGIServer):
