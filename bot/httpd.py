@@ -112,9 +112,11 @@ class BoundedWSGIServer(WSGIServer):
                 sock = key.fileobj
                 self._selector.unregister(sock)
                 with self._lock:
-                    address, _since = self._idle.pop(sock)  # type: ignore[call-overload]
+                    held = self._idle.pop(sock, None)  # type: ignore[call-overload]
+                    if held is None or self._closing:
+                        continue  # closed meanwhile
                     self._busy[sock] = time.monotonic()  # type: ignore[index]
-                self._pool.submit(self._handle, sock, address)
+                self._pool.submit(self._handle, sock, held[0])
             while True:
                 try:
                     sock, _addr = self._incoming.get_nowait()

@@ -90,9 +90,12 @@ def test_unsigned_and_malformed_requests_get_401_and_one_line(slack, caplog, cap
         assert srv.raw(bad_ts).startswith(b"HTTP/1.0 401")
         unicode_ts = _post(b"{}", {"X-Slack-Request-Timestamp": "١٢٣", "X-Slack-Signature": "v0=é"})
         assert b" 401 " in srv.raw(unicode_ts)[:20]
+        not_utf8 = _post(b"\xff\xfe\x00junk", {"X-Slack-Request-Timestamp": str(int(time.time())),
+                                                "X-Slack-Signature": "v0=" + "0" * 64})
+        assert b" 401 " in srv.raw(not_utf8)[:20]
         assert b"c-123" in srv.raw(_signed(CHALLENGE))  # a signed request still works
     refusals = [r for r in caplog.records if "invalid Slack signature" in r.getMessage()]
-    assert len(refusals) == 3 and not any(r.exc_info for r in caplog.records)
+    assert len(refusals) == 4 and not any(r.exc_info for r in caplog.records)
     err = capfd.readouterr().err
     assert "Traceback" not in err
 
