@@ -90,6 +90,7 @@ def render_html(d: Diagnosis, *, plots: bool = True) -> str:
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         f"<title>L4 diagnosis {escape(d.job_id)}</title><style>{_CSS}</style></head><body>",
         f"<h1>L4 diagnosis of {escape(d.job_id)} <small>({escape(d.status)})</small></h1>",
+        f"<p>job.json calls it <code>{escape(d.job_label)}</code></p>" if d.job_label else "",
         "<nav>" + "".join(f"<a href='#{k}'>{escape(v)}</a>" for k, v in sections) + "</nav>",
         f"<section id='summary'><h2>Summary</h2><p>Stage: <b>{escape(d.stage)}</b>. "
         f"{len(d.matches)} known fault(s), {len(d.events)} failure-indicating event(s), "

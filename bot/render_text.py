@@ -15,6 +15,8 @@ def render_text(d: Diagnosis, color: bool = False, width: int = 120) -> str:
     con = Console(file=buf, force_terminal=color, width=width, no_color=not color, highlight=False)
     st = d.stats
     con.print(f"[bold]L4 diagnosis of {escape(d.job_id)}[/bold]  ({d.status})")
+    if d.job_label:
+        con.print(f"job.json calls it {escape(d.job_label)}")
     con.print(f"{st.files} files, {st.lines:,} lines, {st.bytes / 1e6:.1f} MB, {st.templates} templates, "
               f"{st.seconds:.1f} s")
     if d.report:  # what the failure report said

@@ -34,6 +34,9 @@ class ResolvedJob:
     job_id: str
     report: dict | None = None  # what the failure report said (url, description, settings...), JSON-safe
     lease: JobLease | None = field(default=None, compare=False, repr=False)  # a cached folder's hold
+    # the log root or cache the folder lies in: the engine reads nothing whose links lead outside
+    # it (None for a folder given by path on the command line)
+    confine: Path | None = None
 
     def release(self) -> None:
         """Done reading the folder: the cache may evict or refresh it from now on (idempotent)."""
@@ -85,7 +88,8 @@ def resolve(
             lease = logroot.job_from_location(report.log_location, job_id, settings, budget)
         else:
             lease = logroot.job_from_root(job_id, job_id, settings, budget)
-        return ResolvedJob(path=lease.path, job_id=job_id, report=report.to_dict(), lease=lease)
+        return ResolvedJob(path=lease.path, job_id=job_id, report=report.to_dict(), lease=lease,
+                           confine=lease.confine)
     path = Path(ref)
     if local_paths and path.is_dir():
         return ResolvedJob(path=path, job_id=path.name)
@@ -97,7 +101,7 @@ def resolve(
     if logroot.root_kind(settings.log_root) != "local" and not matches_pattern(ref, settings.job_id_pattern):
         raise JobError(f"not a job ID: {shorten(ref)} does not match L4_JOB_ID_PATTERN, and no such folder")
     lease = logroot.job_from_root(ref, ref, settings, budget)
-    return ResolvedJob(path=lease.path, job_id=ref, lease=lease)
+    return ResolvedJob(path=lease.path, job_id=ref, lease=lease, confine=lease.confine)
 
 
 def resolve_job(ref: str) -> Path:

@@ -14,10 +14,11 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from bot.config import Settings
-from bot.resolve import resolve
+from bot.resolve import ResolvedJob, resolve
+from bot.sources.jobids import is_safe_job_id
 from engine.diagnose import analyze
 from engine.filter import candidate_events, normal_pool
-from engine.ingest import discover
+from engine.ingest import JobSpec, discover
 from engine.model import Diagnosis
 from engine.parse import Progress, parse_jobs
 from kb import db as kbdb
@@ -50,6 +51,26 @@ class TriageResult:
     job_path: Path
 
 
+LABEL_LIMIT = 200  # characters of a job.json job_id shown as a label
+
+
+def job_identity(resolved: ResolvedJob, stated: str) -> tuple[str, str | None]:
+    """(the job's ID, a label or None): the job asked for is the job. The job_id its job.json states
+    (`stated`) only labels it when it differs, cut to LABEL_LIMIT; a folder given by path is named
+    by its job.json when that is a plain job ID (the user chose the folder)."""
+    ident = resolved.job_id
+    if resolved.confine is None and is_safe_job_id(stated):
+        ident = stated
+    label = " ".join(stated.split())
+    if not label or label == ident:
+        return ident, None
+    return ident, label if len(label) <= LABEL_LIMIT else label[: LABEL_LIMIT - 1] + "…"
+
+
+def _discover(resolved: ResolvedJob) -> JobSpec:
+    return discover(resolved.path, confine=resolved.confine)
+
+
 def triage(req: TriageRequest, progress: Progress | None = None,
            on_phase: Callable[[str], None] | None = None,
            on_fetch: Callable[[int, int | None], None] | None = None) -> TriageResult:
@@ -66,11 +87,11 @@ def triage(req: TriageRequest, progress: Progress | None = None,
         with ExitStack() as held:  # cached remote jobs stay held (not evicted nor rewritten) until parsed
             resolved = held.enter_context(resolve(req.job, settings=settings, local_paths=req.local_paths,
                                                   progress=on_fetch))
-            job = discover(resolved.path)
+            job = _discover(resolved)
             if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
                 job.settings = dict(resolved.report["settings"])  # the report knows the job family
-            history = [held.enter_context(resolve(h, settings=settings, local_paths=req.local_paths,
-                                                  progress=on_fetch)).path
+            history = [_discover(held.enter_context(resolve(h, settings=settings, local_paths=req.local_paths,
+                                                            progress=on_fetch)))
                        for h in req.history]
             with kbdb.session(engine) as s:
                 pool = pools.normal_templates(s, job.settings)
@@ -81,6 +102,7 @@ def triage(req: TriageRequest, progress: Progress | None = None,
         normal = normal_pool(parsed[1:], pool)  # one filter for the engine and the pattern match
         diagnosis = analyze(failed, parsed[1:], top_nodes=req.top_nodes, pool=normal)
         diagnosis.report = resolved.report
+        diagnosis.job_id, diagnosis.job_label = job_identity(resolved, failed.job_id)
         with kbdb.session(engine) as s:
             if not req.no_match:
                 phase("matching")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -36,11 +36,13 @@ class JobSpec:
     status: str | None = None
     settings: dict = field(default_factory=dict)
     files: list[RankFile] = field(default_factory=list)
+    # "path: reason" of files and folders not read because a link takes them outside `confine`
+    refused: list[str] = field(default_factory=list)
 
 
-def _read_manifest(root: Path) -> dict:
+def _read_manifest(root: Path, inside: Callable[[Path], bool]) -> dict:
     path = root / "job.json"
-    if not path.is_file():
+    if not path.is_file() or not inside(path):
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
@@ -51,14 +53,40 @@ def _read_manifest(root: Path) -> dict:
     return data
 
 
-def discover(root: Path | str) -> JobSpec:
-    """The job at `root`: its manifest and its rank files (sorted, node from the parent folder)."""
+OUTSIDE = "a link to outside the log root, not read"
+
+
+def _confinement(root: Path, confine: Path | str | None) -> Callable[[Path], bool]:
+    """Whether a path, links followed, lies inside `confine` (always true without one). JobError
+    when `root` itself does."""
+    if confine is None:
+        return lambda _path: True
+    base = os.path.realpath(confine)
+
+    def inside(path: Path) -> bool:
+        real = os.path.realpath(path)
+        return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+    if not inside(root):
+        raise JobError(f"refused: job folder {root.name[:80]} is a link to outside the log root")
+    return inside
+
+
+def discover(root: Path | str, *, confine: Path | str | None = None) -> JobSpec:
+    """The job at `root`: its manifest and its rank files (sorted, node from the parent folder).
+
+    With `confine` (the log root or cache it came from), nothing whose path, links followed, lands
+    outside `confine` is read: such files and folders are listed in `JobSpec.refused`."""
     root = Path(root)
     if not root.exists():
         raise JobError(f"no such job folder: {root}")
     if not root.is_dir():
         raise JobError(f"not a job folder: {root}")
-    manifest = _read_manifest(root)
+    inside = _confinement(root, confine)
+    refused: list[str] = []
+    manifest = _read_manifest(root, inside)
+    if (root / "job.json").exists() and not inside(root / "job.json"):
+        refused.append(f"{root / 'job.json'}: {OUTSIDE}")
     by_file: dict[str, str] = {}
     nodes = manifest.get("nodes")
     if isinstance(nodes, dict):
@@ -68,11 +96,15 @@ def discover(root: Path | str) -> JobSpec:
     files: list[RankFile] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        refused += [f"{Path(dirpath) / d}: {OUTSIDE}" for d in dirnames if not inside(Path(dirpath) / d)]
         rel = Path(dirpath).relative_to(root)
         for name in sorted(filenames):
             if name.startswith(".") or (rel == Path(".") and name in _SKIP_NAMES) or is_hang_file(rel / name):
                 continue  # dumps beside the logs are read by engine.hang, not as log text
             path = Path(dirpath) / name
+            if not inside(path):
+                refused.append(f"{path}: {OUTSIDE}")
+                continue
             try:
                 size = path.stat().st_size
             except OSError:
@@ -83,11 +115,12 @@ def discover(root: Path | str) -> JobSpec:
                 node = rel.parts[0]
             files.append(RankFile(str(path), node, size))
     if not files:
-        raise JobError(f"job folder holds no log files: {root}")
+        why = f" ({len(refused)} link(s) to outside the log root not read)" if refused else ""
+        raise JobError(f"job folder holds no log files: {root}{why}")
     settings = manifest.get("settings") if isinstance(manifest.get("settings"), dict) else {}
     status = manifest.get("status") if isinstance(manifest.get("status"), str) else None
     job_id = str(manifest.get("job_id") or root.name)
-    return JobSpec(root=root, job_id=job_id, status=status, settings=settings, files=files)
+    return JobSpec(root=root, job_id=job_id, status=status, settings=settings, files=files, refused=refused)
 
 
 def _strip_suffixes(name: str) -> str:

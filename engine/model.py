@@ -157,14 +157,15 @@ class Diagnosis:
     detail: AnalysisDetail | None = field(default=None, repr=False)
     # evidence from flight-recorder and stack dumps, when the job folder has them
     hang: HangFinding | None = None
+    # the job_id job.json states when it differs from the job asked for: shown, never an identity
+    job_label: str | None = None
 
     def to_dict(self, *, detail: bool = False) -> dict:
         """The l4.diagnosis/v1 JSON; with `detail`, also the plot data under "detail"."""
         d = asdict(self)
-        if d.get("report") is None:
-            d.pop("report", None)
-        if d.get("hang") is None:
-            d.pop("hang", None)
+        for optional in ("report", "job_label", "hang"):
+            if d.get(optional) is None:
+                d.pop(optional, None)
         if not detail or d.get("detail") is None:
             d.pop("detail", None)
         return {"schema": SCHEMA, **d}
@@ -215,6 +216,7 @@ def diagnosis_from_dict(d: dict) -> Diagnosis:
         iterations=[IterationFinding(**pick(IterationFinding, i)) for i in d.get("iterations") or []],
         stats=Stats(**pick(Stats, d.get("stats") or {})),
         report=d.get("report"),
+        job_label=str(d["job_label"]) if d.get("job_label") else None,
         detail=AnalysisDetail.from_dict(d["detail"]) if isinstance(d.get("detail"), dict) else None,
         hang=_hang_from_dict(d["hang"]) if isinstance(d.get("hang"), dict) else None,
     )

@@ -115,7 +115,7 @@ class _JobBuilder:
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
-        self.stats = Stats()
+        self.stats = Stats(unreadable_files=list(spec.refused))
         self.by_cluster: dict[int, TemplateStat] = {}
         self.levels: dict[int, str | None] = {}
         self.node_counts: dict[str, dict[int, int]] = {}

@@ -69,7 +69,8 @@ def confirm(session: Session, diagnosis_id: int, *, events: list[str], title: st
 def reject(session: Session, diagnosis_id: int, user: str, note: str = "",
            pattern_id: str | None = None) -> Feedback:
     """Record that a diagnosis was wrong. The pattern concerned (``pattern_id``, default: the
-    pattern the diagnosis matched) is flagged once it has been rejected 3 times. Caller commits."""
+    pattern the diagnosis matched) is flagged once 3 different users have rejected it (one user
+    rejecting it on several diagnoses counts once). Caller commits."""
     rec = get_diagnosis(session, diagnosis_id)
     if not user or not user.strip():
         raise KbError("a rejection needs the rejecting user")
@@ -92,8 +93,9 @@ def reject(session: Session, diagnosis_id: int, user: str, note: str = "",
 
 
 def rejection_count(session: Session, pattern_id: str) -> int:
-    stmt = select(func.count()).select_from(Feedback).where(Feedback.pattern_id == pattern_id,
-                                                            Feedback.verdict == "reject")
+    """How many different users rejected diagnoses naming `pattern_id`."""
+    stmt = select(func.count(func.distinct(Feedback.user))).where(Feedback.pattern_id == pattern_id,
+                                                                  Feedback.verdict == "reject")
     return int(session.exec(stmt).one())
 
 
@@ -108,14 +110,30 @@ def feedback_for(session: Session, *, diagnosis_id: int | None = None,
 
 
 def confirm_match(session: Session, diagnosis_id: int, user: str, note: str = "") -> Feedback:
-    """Record that the pattern a diagnosis matched is indeed its root cause. Caller commits."""
+    """Record that the pattern a diagnosis matched is indeed its root cause, once per diagnosis:
+    when it was already confirmed, that earlier verdict is returned and nothing is added (see
+    `match_confirmation`). Caller commits."""
     rec = get_diagnosis(session, diagnosis_id)
     if not user or not user.strip():
         raise KbError("a confirmation needs the confirming user")
     if rec.matched_pattern_id is None:
         raise KbError(f"diagnosis {diagnosis_id} matched no pattern; confirm it with chosen events")
+    earlier = match_confirmation(session, diagnosis_id)
+    if earlier is not None:
+        return earlier
     fb = Feedback(diagnosis_id=diagnosis_id, pattern_id=rec.matched_pattern_id, verdict="confirm",
                   user=user.strip(), note=note or "", created_at=utcnow())
     session.add(fb)
     session.flush()
     return fb
+
+
+def match_confirmation(session: Session, diagnosis_id: int) -> Feedback | None:
+    """The first confirmation of the pattern a diagnosis matched, if there is one."""
+    rec = get_diagnosis(session, diagnosis_id)
+    if rec.matched_pattern_id is None:
+        return None
+    stmt = (select(Feedback).where(Feedback.diagnosis_id == diagnosis_id, Feedback.verdict == "confirm",
+                                   Feedback.pattern_id == rec.matched_pattern_id)
+            .order_by(Feedback.created_at, Feedback.id))
+    return session.exec(stmt).first()

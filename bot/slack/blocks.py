@@ -165,6 +165,8 @@ def summary_message(d: Diagnosis, diagnosis_id: int) -> tuple[str, list[Block]]:
     body.append(_section("\n".join(_finding_lines(d))))
     body += _node_block(d)
     body += _report_context(d.report)
+    if d.job_label:
+        body.append(_context(f"job.json calls it {code(d.job_label, 200)}"))
     st = d.stats
     body.append(_context(f"{st.files} files · {st.lines:,} lines · {st.bytes / 1e6:.1f} MB · "
                          f"{st.templates} templates · {st.seconds:.1f} s · diagnosis #{diagnosis_id}"))

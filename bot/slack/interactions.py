@@ -79,6 +79,11 @@ def _load(bot: BotServices, client: WebClient, body: dict[str, Any], action: dic
         return None
 
 
+def _who(user: str) -> str:
+    """A stored user as a mention when it is a Slack user ID, else as escaped text."""
+    return f"<@{user}>" if re.fullmatch(r"[UW][A-Z0-9]{2,}", user) else escape(user)
+
+
 def _error_field(message: str) -> str:
     """The modal field a knowledge-base error is about ("<pattern id>: title must be …")."""
     low = message.lower()
@@ -103,9 +108,14 @@ def register(app: App, bot: BotServices) -> None:
         job = escape(stored.data.get("job_id") or "")
         if stored.matched_pattern_id:
             try:
-                pattern = bot.knowledge.confirm_match(stored.id, user)
+                pattern, first = bot.knowledge.confirm_match(stored.id, user)
             except KbError as exc:
                 _tell(client, body, f"Sorry: {escape(exc)}")
+                return
+            if first is not None:
+                _tell(client, body, f"{_who(first)} already confirmed the known fault "
+                                    f"*{escape(pattern.title)}* for this diagnosis; it is recorded once.",
+                      thread_ts)
                 return
             _post(client, channel, thread_ts,
                   f":white_check_mark: <@{user}> confirmed that *{job}* failed with the known fault "
@@ -113,8 +123,7 @@ def register(app: App, bot: BotServices) -> None:
             return
         done = bot.knowledge.confirmation(stored.id)
         if done is not None:
-            who = f"<@{done[1]}>" if re.fullmatch(r"[UW][A-Z0-9]{2,}", done[1]) else escape(done[1])
-            _tell(client, body, f"{who} already archived this root cause as pattern "
+            _tell(client, body, f"{_who(done[1])} already archived this root cause as pattern "
                                 f"`{escape(done[0])}`; `/l4 patterns` lists it.")
             return
         if not signature_choices(stored.data):

@@ -5,6 +5,7 @@ Every function opens its own short session on the bot's engine; errors of bad in
 """
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ class Rejection:
 class Knowledge:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._confirming = threading.Lock()
 
     def diagnosis(self, diagnosis_id: int) -> StoredDiagnosis:
         with kbdb.session(self.engine) as s:
@@ -64,15 +66,17 @@ class Knowledge:
             fb = feedback.confirmation(s, diagnosis_id)
             return (str(fb.pattern_id), fb.user) if fb is not None and fb.pattern_id else None
 
-    def confirm_match(self, diagnosis_id: int, user: str) -> FaultPattern:
-        """Record that the matched pattern was the root cause; returns that pattern."""
-        with kbdb.session(self.engine) as s:
-            fb = feedback.confirm_match(s, diagnosis_id, user)
+    def confirm_match(self, diagnosis_id: int, user: str) -> tuple[FaultPattern, str | None]:
+        """Record that the matched pattern was the root cause, once per diagnosis: (that pattern,
+        None), or (that pattern, who confirmed it first) when it already was (nothing recorded)."""
+        with self._confirming, kbdb.session(self.engine) as s:  # concurrent clicks: one row
+            earlier = feedback.match_confirmation(s, diagnosis_id)
+            fb = earlier or feedback.confirm_match(s, diagnosis_id, user)
             s.commit()
             pattern = s.get(FaultPattern, fb.pattern_id)
             if pattern is None:
                 raise KbError(f"pattern {fb.pattern_id} is gone")
-            return pattern
+            return pattern, (earlier.user if earlier is not None else None)
 
     def reject(self, diagnosis_id: int, user: str) -> Rejection:
         """Record "not the cause" once per user and diagnosis; flags the matched pattern after

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bot.slack.mrkdwn import escape, fit, plain, text_object
+from bot.slack.mrkdwn import code, escape, fit, plain, text_object
 from engine.model import CATEGORIES
 
 CALLBACK_CONFIRM = "l4_confirm_view"
@@ -83,7 +83,7 @@ def confirm_view(diagnosis: dict[str, Any], diagnosis_id: int, channel: str | No
     if picked:
         title_el["initial_value"] = _title_from(choices[picked[0]])
     job = str(diagnosis.get("job_id") or "")
-    listing = "\n".join(f"*{i}.* `{escape(plain(t, 280))}`" for i, t in enumerate(choices))
+    listing = "\n".join(f"*{i}.* {code(plain(t, 280), 280)}" for i, t in enumerate(choices))
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": text_object(fit(
             f"Diagnosis #{diagnosis_id} of *{escape(job)}*. The events you tick become the pattern's "

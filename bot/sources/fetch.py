@@ -90,7 +90,7 @@ class Fetcher:
         self.settings = settings
         self.budget = budget
         self.client = httpx.Client(
-            transport=PinnedTransport(AddressPolicy(settings)),
+            transport=PinnedTransport(AddressPolicy(settings), remaining=budget.remaining),
             follow_redirects=False,
             trust_env=False,
             headers={"User-Agent": "l4-log-fetcher", "Accept-Encoding": "identity"},
@@ -169,6 +169,9 @@ class Fetcher:
             raise JobError(f"cannot fetch {shown}: it redirects to an invalid URL") from None
 
     def _timed_out(self, shown: str) -> JobError:
+        if self.budget.remaining() <= 0.01:  # the deadline of the whole resolution, on the wall clock
+            return JobError(f"timed out: fetching {shown} took longer than the {self.budget.time_limit:g} s "
+                            "limit (L4_FETCH_TIME_LIMIT)")
         return JobError(f"timed out fetching {shown} (L4_FETCH_TIMEOUT {self.budget.timeout:g} s)")
 
     def _chunks(self, response: httpx.Response, shown: str) -> Iterator[bytes]:

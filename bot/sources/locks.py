@@ -92,8 +92,10 @@ class JobLease:
     when the folder is used as it is. A lease on a folder outside the cache holds nothing.
     Release it (or use it as a context manager) once the job has been parsed."""
 
-    def __init__(self, path: Path, locks: list[_Lock] | None = None, writing: bool = False) -> None:
+    def __init__(self, path: Path, locks: list[_Lock] | None = None, writing: bool = False,
+                 confine: Path | None = None) -> None:
         self.path = path
+        self.confine = confine  # the log root or cache the folder lies in: nothing outside it is read
         self.writing = writing
         self._locks = locks or []
 
@@ -135,12 +137,12 @@ def hold(root: Path, name: str, complete: Callable[[], bool], deadline: float) -
         while True:
             write = _lock(write_path, fcntl.LOCK_EX, None)
             if write is not None:
-                return JobLease(root / name, [use, write], writing=True)
+                return JobLease(root / name, [use, write], writing=True, confine=root)
             write = _lock(write_path, fcntl.LOCK_SH, deadline)  # waits for a fetch in progress
             if write is None:
                 raise _busy(name)
             if complete():
-                return JobLease(root / name, [use, write], writing=False)
+                return JobLease(root / name, [use, write], writing=False, confine=root)
             write.release()  # that fetch failed half-way: fetch it here
             if time.monotonic() >= deadline:
                 raise _busy(name)

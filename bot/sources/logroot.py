@@ -53,14 +53,23 @@ def local_base(root: str) -> Path:
     return Path(root)
 
 
+def inside_links(path: Path, base: Path) -> bool:
+    """True when `path`, every link followed, lies strictly inside `base` (links followed too)."""
+    real, top = os.path.realpath(path), os.path.realpath(base)
+    return real.startswith(top.rstrip(os.sep) + os.sep)
+
+
 def job_from_root(rel: str, job_id: str, settings: Settings, budget: Budget) -> JobLease:
     """The job folder of `rel` (a job ID, or a safe relative path) under L4_LOG_ROOT, held."""
     root = settings.log_root
     kind = root_kind(root)
     if kind == "local":
-        candidate = local_base(root) / rel
+        base = local_base(root)
+        candidate = base / rel
         if candidate.is_dir():
-            return JobLease(candidate)  # not in the cache: nothing to hold
+            if not inside_links(candidate, base):
+                raise Refused(f"refused: job '{job_id}' is a link to outside L4_LOG_ROOT; it is not read")
+            return JobLease(candidate, confine=base)  # not in the cache: nothing to hold
         raise JobError(f"unknown job '{job_id}': no folder {job_id} here nor under L4_LOG_ROOT ({root})")
     missing = f"unknown job '{job_id}': not found under L4_LOG_ROOT ({safe_url(root)})"
     if kind == "http":
@@ -121,9 +130,13 @@ def _relative(location: str, root: str) -> str | None:
 
 
 def _dest(job: CachedJob, rel: str) -> Path:
+    """Where `rel` goes in the cached job: its folder must lie inside the job's, links followed. A
+    link found at the file's own place (planted in the cache) is removed: the file is fetched anew."""
     dest = job.path / rel
-    if not dest.resolve().is_relative_to(job.path.resolve()):
+    if dest.parent != job.path and not inside_links(dest.parent, job.path):
         raise JobError(f"unsafe file name in the job listing: {rel[:60]!r}")
+    if dest.is_symlink():
+        dest.unlink()
     return dest
 
 
@@ -258,11 +271,11 @@ def _copy_fsspec_file(fs, name: str, info: dict, job: CachedJob, rel: str, setti
                       budget: Budget) -> None:
     url = fs.unstrip_protocol(name)
     version = _version(info)
+    dest = _dest(job, rel)
     cached = job.lookup(rel, url)
     if cached is not None and cached.etag == version:
         budget.add_expanded(cached.expanded, f"job '{job.path.name}'")
         return
-    dest = _dest(job, rel)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(f".part-{uuid.uuid4().hex[:12]}-{dest.name}")
     size = 0

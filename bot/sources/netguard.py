@@ -212,11 +212,46 @@ class AddressPolicy:
         return addresses[0]
 
 
-class GuardedBackend(httpcore.SyncBackend):
-    """httpcore network backend: vet the host, then connect to exactly the vetted address."""
+class DeadlineStream(httpcore.NetworkStream):
+    """A network stream whose every read, write and TLS handshake waits at most until a deadline
+    (`remaining()` seconds from now): a server sending one byte a second is cut at the deadline."""
 
-    def __init__(self, policy: AddressPolicy) -> None:
+    def __init__(self, stream: httpcore.NetworkStream, remaining: typing.Callable[[], float]) -> None:
+        self.stream = stream
+        self.remaining = remaining
+
+    def _timeout(self, timeout: float | None, kind: type[Exception]) -> float:
+        left = self.remaining()
+        if left <= 0:
+            raise kind("the fetch time limit has passed")
+        return left if timeout is None else min(timeout, left)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.stream.read(max_bytes, self._timeout(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.stream.write(buffer, self._timeout(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        left = self._timeout(timeout, httpcore.ConnectTimeout)
+        tls = self.stream.start_tls(ssl_context, server_hostname, left)
+        return DeadlineStream(tls, self.remaining)
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        return self.stream.get_extra_info(info)
+
+
+class GuardedBackend(httpcore.SyncBackend):
+    """httpcore network backend: vet the host, then connect to exactly the vetted address. With
+    `remaining` (seconds left of the fetch's time limit), no socket operation waits past it."""
+
+    def __init__(self, policy: AddressPolicy, remaining: typing.Callable[[], float] | None = None) -> None:
         self.policy = policy
+        self.remaining = remaining
 
     def connect_tcp(
         self,
@@ -227,7 +262,14 @@ class GuardedBackend(httpcore.SyncBackend):
         socket_options: typing.Iterable[typing.Any] | None = None,
     ) -> httpcore.NetworkStream:
         address = self.policy.check(host, port)
-        return super().connect_tcp(address, port, timeout, local_address, socket_options)
+        if self.remaining is None:
+            return super().connect_tcp(address, port, timeout, local_address, socket_options)
+        left = self.remaining()
+        if left <= 0:
+            raise httpcore.ConnectTimeout("the fetch time limit has passed")
+        stream = super().connect_tcp(address, port, left if timeout is None else min(timeout, left),
+                                     local_address, socket_options)
+        return DeadlineStream(stream, self.remaining)
 
     def connect_unix_socket(self, *args: typing.Any, **kwargs: typing.Any) -> httpcore.NetworkStream:
         raise Refused("refused: unix sockets are not fetched from")
@@ -239,7 +281,8 @@ class PinnedTransport(httpx.HTTPTransport):
     Its TLS context is built once, here: certifi's CAs plus `L4_FETCH_CA_BUNDLE` (`tls.client_context`)
     unless `ssl_context` is given."""
 
-    def __init__(self, policy: AddressPolicy, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, policy: AddressPolicy, ssl_context: ssl.SSLContext | None = None,
+                 remaining: typing.Callable[[], float] | None = None) -> None:
         self.ssl_context = ssl_context or client_context(policy.settings.fetch_ca_bundle)
         super().__init__(verify=self.ssl_context, trust_env=False)
         if not hasattr(self, "_pool"):  # httpx changed its internals: fail loudly, never unguarded
@@ -248,5 +291,5 @@ class PinnedTransport(httpx.HTTPTransport):
             ssl_context=self.ssl_context,
             max_connections=10,
             max_keepalive_connections=5,
-            network_backend=GuardedBackend(policy),
+            network_backend=GuardedBackend(policy, remaining),
         )

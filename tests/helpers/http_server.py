@@ -36,6 +36,8 @@ class Route:
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "application/octet-stream"
     delay: float = 0.0  # seconds before answering
+    drip: float = 0.0  # seconds between bytes: the body is sent one byte at a time
+    drip_head: bool = False  # the status line and headers too
 
 
 @dataclass
@@ -147,6 +149,8 @@ class HttpServer:
         if route is not None:
             if route.delay:
                 time.sleep(route.delay)
+            if route.drip:
+                return _drip(h, route)
             return _send(h, route.status, route.body, {"Content-Type": route.content_type, **route.headers})
         if self.folder is None:
             return _send(h, 404, b"not found", {"Content-Type": "text/plain"})
@@ -184,3 +188,21 @@ def _send(h: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str
     except (BrokenPipeError, ConnectionResetError):
         pass
     return status
+
+
+def _drip(h: BaseHTTPRequestHandler, route: Route) -> int:
+    """The answer with one byte of its body (and head, with `drip_head`) every `route.drip` seconds,
+    until done or the client leaves."""
+    head = (f"HTTP/1.1 {route.status} OK\r\nContent-Type: {route.content_type}\r\n"
+            f"Content-Length: {len(route.body)}\r\n\r\n").encode()
+    data, start = head + route.body, 0 if route.drip_head else len(head)
+    try:
+        h.wfile.write(data[:start])
+        for i in range(start, len(data)):
+            h.wfile.write(data[i:i + 1])
+            h.wfile.flush()
+            time.sleep(route.drip)
+    except OSError:
+        pass
+    h.close_connection = True
+    return route.status

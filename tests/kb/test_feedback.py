@@ -132,3 +132,27 @@ def test_confirm_match_records_the_verdict_on_the_matched_pattern(sqlite_engine)
             feedback.confirm_match(s, plain, "sre1")
         with pytest.raises(KbError, match="user"):
             feedback.confirm_match(s, matched, "")
+
+
+def test_confirm_match_is_recorded_once_per_diagnosis(sqlite_engine) -> None:  # noqa: ANN001
+    with kbdb.session(sqlite_engine) as s:
+        did = diagnoses.store(s, _diagnosis("cuda-out-of-memory"), {})
+        first = feedback.confirm_match(s, did, "sre1")
+        s.commit()
+        again = [feedback.confirm_match(s, did, user) for user in ("sre1", "sre2")]
+        s.commit()
+        assert all(fb.id == first.id and fb.user == "sre1" for fb in again)
+        rows = s.exec(select(Feedback).where(Feedback.diagnosis_id == did)).all()
+        assert len(rows) == 1 and feedback.match_confirmation(s, did).id == first.id
+
+
+def test_one_user_alone_cannot_flag_a_pattern(engine) -> None:  # noqa: ANN001
+    with kbdb.session(engine) as s:
+        ids = [diagnoses.store(s, _diagnosis("cuda-out-of-memory"), {}) for _ in range(4)]
+        for did in ids[:3]:
+            feedback.reject(s, did, "mallory", "not it")
+        s.commit()
+        assert feedback.rejection_count(s, "cuda-out-of-memory") == 1
+        assert not s.get(FaultPattern, "cuda-out-of-memory").flagged
+        feedback.reject(s, ids[3], "u2")
+        assert not s.get(FaultPattern, "cuda-out-of-memory").flagged  # two users so far

@@ -34,3 +34,12 @@ def test_submission_maps_indexes_back_to_full_templates():
     assert (form.diagnosis_id, form.channel, form.thread_ts) == (7, "C1", "1.2")
     assert form.title == "Disk full" and form.category == "hardware/storage" and form.events == [LONG]
     assert signature_choices(DIAG)[1] == LONG
+
+
+def test_backticks_in_events_cannot_break_out_of_the_code_span():
+    diag = {"job_id": "job-1", "events": [{"template": "bad `rm -rf` *bold* <!here> ```block```"}]}
+    view = confirm_view(diag, 1, "C1", "1.2")
+    listing = next(b["text"]["text"] for b in view["blocks"]
+                   if b["type"] == "section" and b["text"]["text"].startswith("*Events*"))
+    line = listing.splitlines()[1]
+    assert line.count("`") == 2 and line.endswith("`") and "&lt;!here&gt;" in line
