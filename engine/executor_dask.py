@@ -21,6 +21,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+GATHER = 32  # results fetched per round trip, in input order (bounded: the client holds one batch)
+
+
 class DaskUnavailable(JobError):
     """The cluster cannot be used (dask missing, scheduler unreachable); the text is one line."""
 
@@ -78,9 +81,9 @@ class DaskExecutor:
 
     def _results(self, futures: list) -> Iterator[R]:
         try:
-            for f in futures:
+            for at in range(0, len(futures), GATHER):
                 try:
-                    yield f.result()
+                    batch = self.client.gather(futures[at:at + GATHER])
                 except (OSError, TimeoutError, CancelledError) as exc:
                     raise DaskUnavailable(f"Dask cluster {self.address or ''} failed mid-job "
                                           f"({_one_line(exc)})") from None
@@ -88,6 +91,7 @@ class DaskExecutor:
                     if exc.__class__.__name__ != "KilledWorker":
                         raise
                     raise DaskUnavailable(f"Dask workers kept dying on a task ({_one_line(exc)})") from None
+                yield from batch
         finally:
             self.client.cancel([f for f in futures if not f.done()])
 

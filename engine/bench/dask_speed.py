@@ -47,6 +47,12 @@ class _TimingExecutor(DaskExecutor):
             yield scan
 
 
+def _warm() -> None:
+    """Import the scan's modules on a worker before timing (a fixed cost per worker process)."""
+    import engine.parse  # noqa: F401
+    import engine.scan  # noqa: F401
+
+
 def makespan(costs: list[float], workers: int) -> float:
     """Longest-processing-time-first schedule of `costs` on `workers`: its finishing time."""
     loads = [0.0] * workers
@@ -58,7 +64,11 @@ def makespan(costs: list[float], workers: int) -> float:
 
 def run_dask_speed(job: Path, counts: tuple[int, ...] = (1, 2), *, scheduler: str | None = None,
                    model: tuple[int, ...] = (16,)) -> list[DaskRow]:
+    import logging
+
     from distributed import Client, LocalCluster
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO lines are not the table
 
     size = sum(f.size for f in discover(job).files)
     rows: list[DaskRow] = []
@@ -70,6 +80,7 @@ def run_dask_speed(job: Path, counts: tuple[int, ...] = (1, 2), *, scheduler: st
                                                       silence_logs=40)
         client = Client(scheduler or cluster, set_as_default=False)
         try:
+            client.run(_warm)
             ex = _TimingExecutor(client=client)
             workers = ex.workers
             t0 = time.perf_counter()
@@ -90,7 +101,7 @@ def run_dask_speed(job: Path, counts: tuple[int, ...] = (1, 2), *, scheduler: st
 
 
 def format_dask_speed(rows: list[DaskRow], size: int) -> str:
-    out = [f"Parsing {size / 1e9:.2f} GB on Dask (single-threaded worker processes):", "",
+    out = [f"Parsing {size / 1e9:.2f} GB on Dask (single-threaded worker processes, imports warmed):", "",
            "| workers | seconds | MB/s | |", "|---|---|---|---|"]
     for r in rows:
         note = "estimate from the measured per-file costs" if r.estimated else "measured"
