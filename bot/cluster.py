@@ -20,12 +20,12 @@ log = logging.getLogger("l4.cluster")
 
 
 def parse_on_cluster(jobs: Sequence[JobSpec | Path | str], *, scheduler: str | None, fallback: str | None,
-                     progress: Progress | None = None) -> list[ParsedJob]:
+                     progress: Progress | None = None, connect_timeout: float = 10.0) -> list[ParsedJob]:
     """`parse_jobs(jobs)` on the Dask cluster at `scheduler` (this machine when it is None)."""
     if not scheduler:
         return parse_jobs(jobs, progress=progress)
     try:
-        with DaskExecutor(scheduler) as executor:
+        with DaskExecutor(scheduler, connect_timeout=connect_timeout) as executor:
             return parse_jobs(jobs, executor=executor, progress=progress)
     except DaskUnavailable as exc:
         if fallback != "local":

@@ -123,6 +123,7 @@ class Settings:
     # a Dask cluster for scanning rank files (`tcp://host:8786`); None: this machine's executors
     dask_scheduler: str | None = None
     dask_fallback: str | None = None  # "local": use this machine when the cluster cannot be used
+    dask_connect_timeout: float = 10.0  # seconds to reach the scheduler
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -159,4 +160,5 @@ class Settings:
             fetch_ca_bundle=_pem_file("L4_FETCH_CA_BUNDLE"),
             dask_scheduler=os.environ.get("L4_DASK_SCHEDULER") or None,
             dask_fallback=_choice("L4_DASK_FALLBACK", ("local",)),
+            dask_connect_timeout=_positive("L4_DASK_CONNECT_TIMEOUT", 10.0, float),
         )

@@ -78,7 +78,8 @@ def triage(req: TriageRequest, progress: Progress | None = None,
                 pool = pools.normal_templates(s, job.settings)
             phase("parsing")
             parsed = parse_on_cluster([job, *history], scheduler=req.dask or settings.dask_scheduler,
-                                      fallback=settings.dask_fallback, progress=progress)
+                                      fallback=settings.dask_fallback, progress=progress,
+                                      connect_timeout=settings.dask_connect_timeout)
         failed = parsed[0]
         phase("analyzing")
         normal = normal_pool(parsed[1:], pool)  # one filter for the engine and the pattern match

@@ -91,14 +91,15 @@ def test_workers_that_cannot_see_the_files_are_one_line(cluster, tmp_path):
 def test_fallback_to_this_machine(cases, caplog):
     jobs = [cases[0] / "failed"]
     with pytest.raises(DaskUnavailable):
-        parse_on_cluster(jobs, scheduler=UNREACHABLE, fallback=None)
-    parsed = parse_on_cluster(jobs, scheduler=UNREACHABLE, fallback="local")
+        parse_on_cluster(jobs, scheduler=UNREACHABLE, fallback=None, connect_timeout=1)
+    parsed = parse_on_cluster(jobs, scheduler=UNREACHABLE, fallback="local", connect_timeout=1)
     assert parsed[0].stats.files > 0
     assert any("parsing on this machine instead" in r.getMessage() for r in caplog.records)
 
 
 def test_cli_dask_flag_unreachable_exits_2_with_one_line(cases, tmp_path):
-    env = {"L4_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.sqlite'}", "PATH": "/usr/bin:/bin"}
+    env = {"L4_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.sqlite'}", "PATH": "/usr/bin:/bin",
+           "L4_DASK_CONNECT_TIMEOUT": "1"}
     out = subprocess.run([sys.executable, "-m", "bot.cli", "diagnose", str(cases[0] / "failed"), "--dask",
                           UNREACHABLE, "--format", "json"], capture_output=True, text=True, env=env,
                          timeout=120)
