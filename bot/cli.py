@@ -40,7 +40,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.top_nodes < 1:
         return _die("--top-nodes must be at least 1")
     req = TriageRequest(
-        job=args.job, history=args.history or [], no_match=args.no_match, top_nodes=args.top_nodes
+        job=args.job, history=args.history or [], no_match=args.no_match, top_nodes=args.top_nodes,
+        dask=args.dask,
     )
     from bot.progress import diagnose_progress, wants_progress
 
@@ -91,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--format", choices=["text", "json", "html"], default="text")
     d.add_argument("--top-nodes", type=int, default=5, metavar="K")
+    d.add_argument("--dask", metavar="ADDRESS", default=None,
+                   help="scan the rank files on this Dask cluster (tcp://host:8786; "
+                        "default: L4_DASK_SCHEDULER)")
     d.set_defaults(func=cmd_diagnose)
 
     demo = sub.add_parser("demo", help="generate a small failed job with history and diagnose it")

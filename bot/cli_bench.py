@@ -121,8 +121,15 @@ def cmd_speed(args: argparse.Namespace) -> int:
         print(f"generating a {size / 1e9:.2f} GB job in {job} (once; cached)…", file=sys.stderr)
         generate_large_job(job, size, seed=args.seed)
         (job / ".complete").write_text("ok")
-    rows = run_speed(job)
     total = sum(f.stat().st_size for f in job.rglob("*") if f.is_file())
+    if args.executor == "dask":
+        try:
+            from engine.bench.dask_speed import format_dask_speed, run_dask_speed
+        except ImportError:
+            raise JobError("--executor dask needs dask: pip install 'l4[dask]'") from None
+        print(format_dask_speed(run_dask_speed(job, scheduler=args.scheduler), total))
+        return 0
+    rows = run_speed(job)
     print(format_speed(rows, total))
     return 0
 
@@ -162,6 +169,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = bsub.add_parser("speed", help="throughput and peak memory on a large generated job")
     s.add_argument("--size", default="1GB")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="dask: parse on a LocalCluster of 1 and 2 workers (or --scheduler) and model 16")
+    s.add_argument("--scheduler", default=None, help="with --executor dask: an existing cluster's address")
     s.set_defaults(func=cmd_speed)
     hg = bsub.add_parser("hang", help="hang cases diagnosed with and without their flight-recorder and "
                                       "stack dumps")

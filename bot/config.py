@@ -70,6 +70,13 @@ def _positive(name: str, default: float, kind: type = int) -> float:
     return value
 
 
+def _choice(name: str, allowed: tuple[str, ...]) -> str | None:
+    value = (os.environ.get(name) or "").strip().lower()
+    if value and value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)} or unset, not {value!r}")
+    return value or None
+
+
 def _pem_file(name: str) -> str | None:
     """The path in `name` (``~`` expanded), if it is a readable file with PEM certificates; None when
     unset. (The TLS context parses the certificates themselves: bot.sources.tls.)"""
@@ -113,6 +120,10 @@ class Settings:
     cache_dir: str | None = None  # None: ~/.cache/l4 (remote jobs go in <cache_dir>/remote-jobs)
     cache_max_bytes: int = 20 * 2**30  # size cap of the remote-job cache
     fetch_ca_bundle: str | None = None  # PEM file of CAs trusted for https fetches besides certifi's
+    # a Dask cluster for scanning rank files (`tcp://host:8786`); None: this machine's executors
+    dask_scheduler: str | None = None
+    dask_fallback: str | None = None  # "local": use this machine when the cluster cannot be used
+    dask_connect_timeout: float = 10.0  # seconds to reach the scheduler
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -147,4 +158,7 @@ class Settings:
             cache_dir=os.environ.get("L4_CACHE_DIR") or None,
             cache_max_bytes=int(_positive("L4_CACHE_MAX_BYTES", 20 * 2**30)),
             fetch_ca_bundle=_pem_file("L4_FETCH_CA_BUNDLE"),
+            dask_scheduler=os.environ.get("L4_DASK_SCHEDULER") or None,
+            dask_fallback=_choice("L4_DASK_FALLBACK", ("local",)),
+            dask_connect_timeout=_positive("L4_DASK_CONNECT_TIMEOUT", 10.0, float),
         )

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from bot.cluster import parse_on_cluster
 from bot.config import Settings
 from bot.resolve import ResolvedJob, resolve
 from bot.sources.jobids import is_safe_job_id
@@ -20,7 +21,7 @@ from engine.diagnose import analyze
 from engine.filter import candidate_events, normal_pool
 from engine.ingest import JobSpec, discover
 from engine.model import Diagnosis
-from engine.parse import Progress, parse_jobs
+from engine.parse import Progress
 from kb import db as kbdb
 from kb import diagnoses, pools
 from kb.matcher import load_matcher
@@ -42,6 +43,7 @@ class TriageRequest:
     slack_thread_ts: str | None = None
     settings: Settings | None = None  # default: Settings.from_env()
     local_paths: bool = True  # False for text from chat: only job IDs and report links resolve
+    dask: str | None = None  # a Dask scheduler address for this request (default: L4_DASK_SCHEDULER)
 
 
 @dataclass
@@ -96,7 +98,9 @@ def triage(req: TriageRequest, progress: Progress | None = None,
             with kbdb.session(engine) as s:
                 pool = pools.normal_templates(s, job.settings)
             phase("parsing")
-            parsed = parse_jobs([job, *history], progress=progress)
+            parsed = parse_on_cluster([job, *history], scheduler=req.dask or settings.dask_scheduler,
+                                      fallback=settings.dask_fallback, progress=progress,
+                                      connect_timeout=settings.dask_connect_timeout)
         failed = parsed[0]
         phase("analyzing")
         normal = normal_pool(parsed[1:], pool)  # one filter for the engine and the pattern match

@@ -1,0 +1,108 @@
+"""The Dask executor against a real LocalCluster (2 worker processes)."""
+import functools
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from bot.cluster import parse_on_cluster  # noqa: E402
+from engine.bench.generate import generate_case  # noqa: E402
+from engine.diagnose import analyze  # noqa: E402
+from engine.executor_dask import DaskExecutor, DaskUnavailable  # noqa: E402
+from engine.executors import InProcessExecutor  # noqa: E402
+from engine.ingest import RankFile  # noqa: E402
+from engine.parse import parse_jobs  # noqa: E402
+from tests.helpers.dying_worker import scan_or_die_once  # noqa: E402
+
+UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  host="127.0.0.1", silence_logs=40) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dask-cases")
+    rng = random.Random(3)
+    out = []
+    for kind, style in (("xid79", "megatron"), ("nccl_timeout", "deepspeed")):
+        try:
+            generate_case(root / kind, kind, style, rng, nodes=4, ranks_per_node=2, iterations=30)
+        except (KeyError, ValueError):
+            continue
+        out.append(root / kind)
+    assert out
+    return out
+
+
+def _json(case, executor) -> str:
+    history = sorted(p for p in case.iterdir() if p.name.startswith("history"))
+    parsed = parse_jobs([case / "failed", *history], executor=executor)
+    d = analyze(parsed[0], parsed[1:]).to_dict(detail=True)
+    d["stats"]["seconds"] = 0
+    return json.dumps(d, sort_keys=True)
+
+
+def test_diagnoses_are_byte_identical_to_in_process(cluster, cases):
+    with DaskExecutor(cluster.scheduler_address) as ex:
+        assert ex.workers == 2
+        for case in cases:
+            assert _json(case, ex) == _json(case, InProcessExecutor())
+
+
+class _KillOnce(DaskExecutor):
+    def __init__(self, *args, marker: str, **kw):
+        super().__init__(*args, **kw)
+        self.marker = marker
+
+    def map(self, fn, items):
+        return super().map(functools.partial(scan_or_die_once, self.marker), items)
+
+
+def test_a_worker_killed_mid_job_changes_nothing(cluster, cases, tmp_path):
+    marker = tmp_path / "killed"
+    with _KillOnce(cluster.scheduler_address, marker=str(marker)) as ex:
+        got = _json(cases[0], ex)
+    assert marker.exists()  # a worker really died
+    assert got == _json(cases[0], InProcessExecutor())
+
+
+def test_an_unreachable_scheduler_is_one_line():
+    with pytest.raises(DaskUnavailable) as err:
+        DaskExecutor(UNREACHABLE, connect_timeout=1)
+    assert "Dask scheduler tcp://127.0.0.1:9 unreachable" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_workers_that_cannot_see_the_files_are_one_line(cluster, tmp_path):
+    with DaskExecutor(cluster.scheduler_address) as ex, pytest.raises(DaskUnavailable) as err:
+        list(ex.map(len, [RankFile(str(tmp_path / "nowhere" / "rank-0.log"), "n", 1)]))
+    assert "cannot read" in str(err.value) and "same path" in str(err.value)
+
+
+def test_fallback_to_this_machine(cases, caplog):
+    jobs = [cases[0] / "failed"]
+    with pytest.raises(DaskUnavailable):
+        parse_on_cluster(jobs, scheduler=UNREACHABLE, fallback=None, connect_timeout=1)
+    parsed = parse_on_cluster(jobs, scheduler=UNREACHABLE, fallback="local", connect_timeout=1)
+    assert parsed[0].stats.files > 0
+    assert any("parsing on this machine instead" in r.getMessage() for r in caplog.records)
+
+
+def test_cli_dask_flag_unreachable_exits_2_with_one_line(cases, tmp_path):
+    env = {"L4_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.sqlite'}", "PATH": "/usr/bin:/bin",
+           "L4_DASK_CONNECT_TIMEOUT": "1"}
+    out = subprocess.run([sys.executable, "-m", "bot.cli", "diagnose", str(cases[0] / "failed"), "--dask",
+                          UNREACHABLE, "--format", "json"], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 2
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "unreachable" in lines[0]
