@@ -12,7 +12,7 @@ import zstandard
 from engine.ingest import ReadReport, iter_blocks, looks_binary
 from engine.parse import parse_job
 
-LINES = [f"[2026-05-01 10:00:00,000] [INFO] step {i} loss 1.{i % 97:02d} tokens/s 1234" for i in range(60_000)]
+LINES = [f"[2026-05-01 10:00:00,000] [INFO] step {i} loss 1.{i % 97:02d} tok/s 1234" for i in range(60_000)]
 WHOLE = ("\n".join(LINES) + "\n").encode()
 
 
