@@ -17,7 +17,7 @@ from bot.config import Settings
 from bot.resolve import resolve
 from engine.diagnose import analyze
 from engine.filter import candidate_events, normal_pool
-from engine.ingest import discover
+from engine.ingest import JobError, discover
 from engine.model import Diagnosis
 from engine.parse import Progress, parse_jobs
 from kb import db as kbdb
@@ -77,6 +77,11 @@ def triage(req: TriageRequest, progress: Progress | None = None,
             phase("parsing")
             parsed = parse_jobs([job, *history], progress=progress)
         failed = parsed[0]
+        if failed.stats.lines == 0:  # nothing to diagnose: bad input, not an empty diagnosis
+            st = failed.stats
+            why = "; ".join((st.unreadable_files + st.empty_or_binary_files)[:2])
+            raise JobError(f"no log lines in {job.root}: its {st.files} file(s) are empty or unreadable"
+                           + (f" ({why})" if why else ""))
         phase("analyzing")
         normal = normal_pool(parsed[1:], pool)  # one filter for the engine and the pattern match
         diagnosis = analyze(failed, parsed[1:], top_nodes=req.top_nodes, pool=normal)
