@@ -1,4 +1,4 @@
-"""The `l4` command line (CONTRACTS §2)."""
+"""The `l4` command line (CONTRACTS.md §2, §5)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _die(msg: str) -> int:
 def _render(diagnosis, fmt: str, diagnosis_id: int | None = None) -> str:
     if fmt == "json":
         d = diagnosis.to_dict()
-        if diagnosis_id is not None:  # optional field of l4.diagnosis/v1 (CONTRACTS.md §3)
+        if diagnosis_id is not None:  # optional field of l4.diagnosis/v1 (CONTRACTS.md §5)
             d = {"schema": d["schema"], "job_id": d["job_id"], "diagnosis_id": diagnosis_id, **d}
         return json.dumps(d, indent=2, ensure_ascii=False)
     if fmt == "html":

@@ -1,4 +1,4 @@
-"""Job folders on disk (CONTRACTS §1): discover rank files, map them to nodes, read them safely."""
+"""Job folders on disk (CONTRACTS.md §1): discover rank files, map them to nodes, read them safely."""
 from __future__ import annotations
 
 import bz2
