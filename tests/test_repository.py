@@ -42,3 +42,10 @@ def test_the_license_is_an_spdx_string_with_a_setuptools_that_reads_it() -> None
     assert meta["project"]["license"] == "Apache-2.0"  # a table is deprecated (setuptools, 2027-02)
     (req,) = [r for r in meta["build-system"]["requires"] if r.startswith("setuptools")]
     assert int(re.search(r">=(\d+)", req).group(1)) >= 77  # PEP 639 license expressions
+
+
+def test_the_readme_shows_diagnoses_list_and_the_where_line() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    using = readme[readme.index("## Using it"):readme.index("\n## ", readme.index("## Using it") + 1)]
+    assert "l4 diagnoses list" in using
+    assert re.search(r"^\s*Where: node \S+ · rank \S+ · stage \S+ · iteration \S+$", using, flags=re.M)
