@@ -215,12 +215,10 @@ def _learn(args: argparse.Namespace) -> int:
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
-    from kb.db import current_revision, database_url, make_engine, upgrade
+    from kb.db import current_revision, open_db
 
-    url = database_url()
-    engine = make_engine(url)
+    engine = open_db(load_library=False)  # migrates; a database it cannot open is bad input (2)
     try:
-        upgrade(engine)
         print(f"database at revision {current_revision(engine)}")
     finally:
         engine.dispose()
