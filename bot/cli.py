@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -38,8 +39,9 @@ def _render(diagnosis, fmt: str, diagnosis_id: int | None = None) -> str:
         return render_html(diagnosis, diagnosis_id=diagnosis_id)
     from bot.render_text import render_text
 
-    return render_text(diagnosis, color=sys.stdout.isatty(), diagnosis_id=diagnosis_id,
-                       terminal=sys.stdout.isatty())
+    tty = sys.stdout.isatty()  # a terminal wraps at its width; a pipe or file gets whole lines
+    return render_text(diagnosis, color=tty, diagnosis_id=diagnosis_id, terminal=tty,
+                       width=shutil.get_terminal_size((120, 24)).columns)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
