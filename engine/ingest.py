@@ -125,7 +125,8 @@ class ZstdFrames(io.RawIOBase):
     frame incrementally, so every byte before the damage comes out, and then raises
     TruncatedFrame (a file that ends inside a frame) or zstandard.ZstdError (corrupt data)."""
 
-    IN_STEP = 64 * 1024  # compressed bytes fed at a time (bounds the decoded size of one step)
+    IN_STEP = 256 * 1024  # compressed bytes fed at a time (bounds the decoded size of one step)
+    OUT_STEP = 1 << 20  # the decoder's output buffer
 
     def __init__(self, raw: IO[bytes]) -> None:
         import zstandard
@@ -134,7 +135,8 @@ class ZstdFrames(io.RawIOBase):
         self._dctx = zstandard.ZstdDecompressor()
         self._frame = None  # decompressobj of the frame being decoded, None between frames
         self._pending = b""  # compressed bytes read but not yet fed (after a frame's end)
-        self._out = b""
+        self._out = b""  # decoded, not yet returned from self._at on
+        self._at = 0
         self.compressed_read = 0
 
     def readable(self) -> bool:
@@ -156,18 +158,20 @@ class ZstdFrames(io.RawIOBase):
                                          f"{self.compressed_read} compressed bytes")
                 return b""
             if self._frame is None:
-                self._frame = self._dctx.decompressobj()
+                self._frame = self._dctx.decompressobj(write_size=self.OUT_STEP)
             out = self._frame.decompress(data)
             if out:
                 return out
 
     def read1(self, size: int = -1) -> bytes:
-        if not self._out:
-            self._out = self._decode_step()
-        if size is None or size < 0 or size >= len(self._out):
+        if self._at >= len(self._out):
+            self._out, self._at = self._decode_step(), 0
+        if self._at == 0 and (size is None or size < 0 or size >= len(self._out)):
             out, self._out = self._out, b""
-        else:
-            out, self._out = self._out[:size], self._out[size:]
+            return out
+        end = len(self._out) if size is None or size < 0 else self._at + size
+        out = self._out[self._at:end]
+        self._at += len(out)
         return out
 
     def read(self, size: int = -1) -> bytes:
