@@ -1,18 +1,23 @@
-"""The `l4` command line (CONTRACTS §2)."""
+"""The `l4` command line (CONTRACTS.md §2, §5)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from bot.config import ConfigError, load_dotenv
 from engine.ingest import JobError
+from kb import KbError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -22,20 +27,26 @@ def _die(msg: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _render(diagnosis, fmt: str) -> str:
+def _render(diagnosis, fmt: str, diagnosis_id: int | None = None) -> str:
     if fmt == "json":
-        return json.dumps(diagnosis.to_dict(), indent=2, ensure_ascii=False)
+        d = diagnosis.to_dict()
+        if diagnosis_id is not None:  # optional field of l4.diagnosis/v1 (CONTRACTS.md §5)
+            d = {"schema": d["schema"], "job_id": d["job_id"], "diagnosis_id": diagnosis_id, **d}
+        return json.dumps(d, indent=2, ensure_ascii=False)
     if fmt == "html":
         from bot.render_html import render_html
 
-        return render_html(diagnosis)
+        return render_html(diagnosis, diagnosis_id=diagnosis_id)
     from bot.render_text import render_text
 
-    return render_text(diagnosis, color=sys.stdout.isatty())
+    tty = sys.stdout.isatty()  # a terminal wraps at its width; a pipe or file gets whole lines
+    return render_text(diagnosis, color=tty, diagnosis_id=diagnosis_id, terminal=tty,
+                       width=shutil.get_terminal_size((120, 24)).columns)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from bot.triage import TriageRequest, triage
+    from kb.db import is_in_memory
 
     if args.top_nodes < 1:
         return _die("--top-nodes must be at least 1")
@@ -47,31 +58,60 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
     with diagnose_progress(wants_progress(args.format)) as progress:
         result = triage(req, progress=progress, on_fetch=progress.fetched if progress else None)
-    sys.stdout.write(_render(result.diagnosis, args.format) + "\n")
-    if args.format == "text":
+    kept = not is_in_memory()
+    sys.stdout.write(_render(result.diagnosis, args.format, result.diagnosis_id if kept else None) + "\n")
+    if not kept:  # an ID into a database that vanishes at exit would be a lie
+        print("l4: not stored: L4_DATABASE_URL is an in-memory database, gone when l4 exits "
+              "(set it to a file or server to keep diagnoses)", file=sys.stderr)
+    elif args.format == "text":
         print(f"(stored as diagnosis {result.diagnosis_id}; confirm its root cause with "
               f"`l4 patterns confirm {result.diagnosis_id} ...`)", file=sys.stderr)
     return EXIT_OK
+
+
+def _demo_folder(keep: str | None) -> contextlib.AbstractContextManager[str]:
+    """Where the demo job goes: `keep` (created; it must not hold files yet) or a temporary folder."""
+    if keep is None:
+        return tempfile.TemporaryDirectory(prefix="l4-demo-")
+    folder = Path(keep)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise JobError(f"--keep {keep}: the folder exists and is not empty")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise JobError(f"--keep {keep}: cannot create the folder ({exc.strerror or exc})") from None
+    return contextlib.nullcontext(str(folder))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     import random
 
     from bot.triage import TriageRequest, triage
-    from engine.bench.generate import generate_case
+    from engine.bench.generate import FAULT_KINDS, generate_case
+    from kb.db import is_in_memory
 
-    with tempfile.TemporaryDirectory(prefix="l4-demo-") as tmp:
+    if args.kind not in FAULT_KINDS:
+        return _die(f"--kind {args.kind!r} is not a fault kind; known kinds: {', '.join(FAULT_KINDS)}")
+    with _demo_folder(args.keep) as tmp, tempfile.TemporaryDirectory(prefix="l4-demo-kb-") as kb_tmp:
         case = Path(tmp) / "demo-job"
         truth = generate_case(case, args.kind, args.style, random.Random(args.seed), nodes=8,
                               ranks_per_node=4, iterations=60, history_jobs=2)
         history = sorted(p for p in (case / "history").iterdir() if p.is_dir())
+        where = (f"in {case} (kept)" if args.keep else
+                 "in a temporary folder, deleted on exit (keep it with --keep DIR)")
         print(f"Generated a failed {args.style} job ({truth['kind']}, faulty node "
               f"{', '.join(truth['faulty_nodes']) or '-'}, iteration {truth['iteration']}) "
-              f"with {len(history)} succeeded history jobs in {case}\n", file=sys.stderr)
+              f"with {len(history)} succeeded history jobs {where}\n", file=sys.stderr)
         # a throwaway knowledge base (the built-in library only) unless one is configured
-        url = os.environ.get("L4_DATABASE_URL") or f"sqlite:///{Path(tmp) / 'demo-kb.db'}"
+        url = os.environ.get("L4_DATABASE_URL") or f"sqlite:///{Path(kb_tmp) / 'demo-kb.db'}"
         req = TriageRequest(job=str(case / "failed"), history=[str(h) for h in history], database_url=url)
-        sys.stdout.write(_render(triage(req).diagnosis, args.format) + "\n")
+        result = triage(req)
+        kept = os.environ.get("L4_DATABASE_URL") and not is_in_memory(url)  # else a throwaway KB
+        shown_id = result.diagnosis_id if kept else None
+        sys.stdout.write(_render(result.diagnosis, args.format, shown_id) + "\n")
+    if args.keep:
+        print(f"Diagnose it again: l4 diagnose {case / 'failed'} "
+              + " ".join(f"--history {h}" for h in history), file=sys.stderr)
     return EXIT_OK
 
 
@@ -98,10 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_diagnose)
 
     demo = sub.add_parser("demo", help="generate a small failed job with history and diagnose it")
-    demo.add_argument("--kind", default="xid79", help="fault kind to inject (see `l4 bench kinds`)")
+    demo.add_argument("--kind", default="xid79",
+                      help="fault kind to inject (default xid79; the names of `l4 bench generate --kinds`; "
+                           "a wrong name lists them)")
     demo.add_argument("--style", default="megatron", choices=["megatron", "deepspeed", "mindspore"])
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--format", choices=["text", "json", "html"], default="text")
+    demo.add_argument("--keep", metavar="DIR",
+                      help="write the generated jobs into DIR (new or empty) and keep them; default: a "
+                           "temporary folder, deleted on exit")
     demo.set_defaults(func=cmd_demo)
 
     from bot.cli_bench import register as register_bench
@@ -110,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cli_kb import register as register_kb
 
     register_kb(sub)
+    from bot.cli_diagnoses import register as register_diagnoses
+
+    register_diagnoses(sub)
     from bot.cli_digest import register as register_digest
 
     register_digest(sub)
@@ -119,18 +167,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that it stops the work like Ctrl-C does."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    from engine.executors import stop_all_pools
+
+    stop_all_pools()  # the pool's workers, wherever the interrupt landed
+    name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+    print(f"l4: interrupted ({name}); stopped", file=sys.stderr)
+    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="l4: %(message)s")
     logging.getLogger("be.kuleuven.dtai.distance").setLevel(logging.ERROR)
     parser = build_parser()
     args = parser.parse_args(argv)
     load_dotenv()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.func(args) or 0)
-    except (JobError, ConfigError) as exc:
-        return _die(str(exc))
-    except KeyboardInterrupt:
-        return 130
+    except (JobError, ConfigError, KbError) as exc:
+        return _die(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - one line for the user, the trace only with L4_DEBUG

@@ -48,10 +48,35 @@ def _guard(cmd: str, fn: Handler) -> Handler:
     return run
 
 
-def _open():  # noqa: ANN202
-    from kb.db import open_db, session
+def _open(*, keeps: bool = False):  # noqa: ANN202
+    """A session on the knowledge base; `keeps`: the command exists to store something, so an
+    in-memory database (gone at exit) is refused rather than pretending to keep it."""
+    from kb import KbError
+    from kb.db import ENV_VAR, is_in_memory, open_db, session
 
+    if keeps and is_in_memory():
+        raise KbError(f"{ENV_VAR} is an in-memory database: nothing would be kept; "
+                      "set it to a file or server")
     return session(open_db())
+
+
+def _event_templates(session, diagnosis_id: int, wanted: list[str]) -> list[str]:  # noqa: ANN001
+    """The templates `wanted` names (each an event's template, or its number in `l4 diagnoses show`),
+    refusing any that is not an event of the diagnosis."""
+    from kb import KbError
+    from kb.diagnoses import as_dict, get
+
+    events = [e.get("template", "") for e in as_dict(get(session, diagnosis_id)).get("events") or []]
+    out = []
+    for w in wanted:
+        if w in events:
+            out.append(w)
+        elif w.strip().isdigit() and 1 <= int(w) <= len(events):
+            out.append(events[int(w) - 1])
+        else:
+            raise KbError(f"--event {w!r} is not an event of diagnosis {diagnosis_id} "
+                          f"(it has {len(events)}; see `l4 diagnoses show {diagnosis_id}`)")
+    return out
 
 
 def _patterns_list(args: argparse.Namespace) -> int:
@@ -91,7 +116,7 @@ def _patterns_add(args: argparse.Namespace) -> int:
     from kb.patterns_io import add_patterns, read_patterns_file
 
     items = read_patterns_file(args.file)
-    with _open() as s:
+    with _open(keeps=True) as s:
         created = add_patterns(s, items, user=args.user)
         s.commit()
     for p in created:
@@ -102,8 +127,9 @@ def _patterns_add(args: argparse.Namespace) -> int:
 def _patterns_confirm(args: argparse.Namespace) -> int:
     from kb.feedback import confirm
 
-    with _open() as s:
-        p = confirm(s, args.diagnosis_id, events=args.event, title=args.title, category=args.category,
+    with _open(keeps=True) as s:
+        events = _event_templates(s, args.diagnosis_id, args.event)
+        p = confirm(s, args.diagnosis_id, events=events, title=args.title, category=args.category,
                     remediation=args.remediation, user=args.user, kind=args.kind, severity=args.severity)
         s.commit()
     print(f"confirmed: created pattern {p.id}")
@@ -115,7 +141,7 @@ def _set_enabled(enabled: bool) -> Handler:
         from kb import KbError
         from kb.models import FaultPattern
 
-        with _open() as s:
+        with _open(keeps=True) as s:
             p = s.get(FaultPattern, args.id)
             if p is None:
                 raise KbError(f"no pattern with id {args.id}")
@@ -148,10 +174,18 @@ def _patterns_import(args: argparse.Namespace) -> int:
     from kb.patterns_io import import_patterns, read_patterns_file
 
     items = read_patterns_file(args.file)
-    with _open() as s:
-        result = import_patterns(s, items, user=args.user)
+    with _open(keeps=True) as s:
+        result = import_patterns(s, items, user=args.user, force=args.force)
         s.commit()
-    print(", ".join(f"{len(v)} {k}" for k, v in result.items()))
+    for pair in result["copied"]:
+        builtin, copy = pair.split(" -> ")
+        print(f"l4 patterns import: {builtin} is built-in; your version was added as {copy} "
+              f"(--force replaces the built-in)", file=sys.stderr)
+    for pid in result["replaced_builtin"]:
+        print(f"l4 patterns import: warning: built-in pattern {pid} replaced (--force); library "
+              f"updates no longer reach it", file=sys.stderr)
+    print(", ".join(f"{len(v)} {k.replace('_', ' ')}" for k, v in result.items() if v or k in
+                    ("added", "updated", "unchanged")))
     return 0
 
 
@@ -169,7 +203,7 @@ def _learn(args: argparse.Namespace) -> int:
     parsed = parse_job(job)
     if parsed.status == "failed":
         raise KbError(f"job {parsed.job_id} failed; only succeeded jobs can be learned")
-    with _open() as s:
+    with _open(keeps=True) as s:
         added = learn(s, parsed)
         s.commit()
     key = family_key(parsed.settings)[:12]
@@ -181,12 +215,10 @@ def _learn(args: argparse.Namespace) -> int:
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
-    from kb.db import current_revision, database_url, make_engine, upgrade
+    from kb.db import current_revision, open_db
 
-    url = database_url()
-    engine = make_engine(url)
+    engine = open_db(load_library=False)  # migrates; a database it cannot open is bad input (2)
     try:
-        upgrade(engine)
         print(f"database at revision {current_revision(engine)}")
     finally:
         engine.dispose()
@@ -218,7 +250,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = psub.add_parser("confirm", help="confirm a diagnosis: create a pattern from chosen events")
     p.add_argument("diagnosis_id", type=int)
     p.add_argument("--event", action="append", required=True, metavar="TEMPLATE",
-                   help="event template to use as signature (repeat for several)")
+                   help="an event of the diagnosis to use as signature: its template or its number in "
+                        "`l4 diagnoses show ID` (repeat for several)")
     p.add_argument("--title", required=True)
     p.add_argument("--category", required=True, choices=CATEGORIES)
     p.add_argument("--remediation", required=True)
@@ -239,8 +272,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="file to write (default: standard output)")
     p.set_defaults(func=_guard("patterns export", _patterns_export))
 
-    p = psub.add_parser("import", help="import (upsert) patterns from a YAML export")
+    p = psub.add_parser("import", help="import (upsert) patterns from a YAML export; a changed built-in "
+                                       "is added as your own copy (<id>-sre)")
     p.add_argument("file")
+    p.add_argument("--force", action="store_true",
+                   help="replace built-in patterns whose content differs (with a warning)")
     p.add_argument("--user", **user_kw)
     p.set_defaults(func=_guard("patterns import", _patterns_import))
 

@@ -7,6 +7,7 @@ import base64
 import json
 from html import escape
 
+from bot.where import by_suspicion, listed, locate
 from engine.model import NOTABLE_NODE_SCORE, Diagnosis, HangFinding
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
@@ -69,9 +70,13 @@ def _hang(h: HangFinding) -> str:
             + "</section>")
 
 
-def render_html(d: Diagnosis, *, plots: bool = True) -> str:
-    """The whole diagnosis as one HTML page; with ``plots``, the plots of its analysis detail inline."""
+def render_html(d: Diagnosis, *, plots: bool = True, diagnosis_id: int | None = None) -> str:
+    """The whole diagnosis as one HTML page; with ``plots``, the plots of its analysis detail inline;
+    with ``diagnosis_id``, the knowledge base's ID of it (what ``l4 patterns confirm`` takes)."""
     st = d.stats
+    notable = [n for n in d.nodes if n.score >= NOTABLE_NODE_SCORE]
+    quiet = [n for n in d.nodes if n.score < NOTABLE_NODE_SCORE]
+    ident = f" {diagnosis_id}" if diagnosis_id is not None else ""
     figures = _plots(d) if plots else []
     sections = [("summary", "Summary")]
     if d.report:
@@ -83,18 +88,23 @@ def render_html(d: Diagnosis, *, plots: bool = True) -> str:
     if figures:
         sections.append(("plots", "Plots"))
     sections += [("events", "Events"), ("nodes", "Nodes"), ("iterations", "Iterations")]
-    if st.unreadable_files:
+    if st.unreadable_files or st.empty_or_binary_files:
         sections.append(("unreadable", "Files not read"))
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         f"<title>L4 diagnosis {escape(d.job_id)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>L4 diagnosis of {escape(d.job_id)} <small>({escape(d.status)})</small></h1>",
+        f"<h1>L4 diagnosis{ident} of {escape(d.job_id)} <small>({escape(d.status)})</small></h1>",
         f"<p>job.json calls it <code>{escape(d.job_label)}</code></p>" if d.job_label else "",
+        f"<p class='where'><b>Where:</b> {escape(locate(d).line())}"
+        + (f" · <b>Match:</b> {escape(d.matches[0].title)} (<code>{escape(d.matches[0].pattern_id)}</code>)"
+           if d.matches else " · no known fault pattern matched") + "</p>"
+        + (f"<p>Diagnosis ID <code id='diagnosis-id'>{diagnosis_id}</code>: confirm its root cause with "
+           f"<code>l4 patterns confirm {diagnosis_id} …</code>.</p>" if diagnosis_id is not None else ""),
         "<nav>" + "".join(f"<a href='#{k}'>{escape(v)}</a>" for k, v in sections) + "</nav>",
         f"<section id='summary'><h2>Summary</h2><p>Stage: <b>{escape(d.stage)}</b>. "
         f"{len(d.matches)} known fault(s), {len(d.events)} failure-indicating event(s), "
-        f"{sum(n.score >= NOTABLE_NODE_SCORE for n in d.nodes)} suspicious node(s), "
+        f"{len(notable)} suspicious node(s), "
         f"{len(d.iterations)} anomalous iteration(s).</p>"
         f"<p>{st.files} files, {st.lines:,} lines, {st.bytes / 1e6:.1f} MB, {st.templates} templates, "
         f"{st.seconds:.1f} s"
@@ -116,27 +126,32 @@ def render_html(d: Diagnosis, *, plots: bool = True) -> str:
     if figures:
         parts.append("<section id='plots'><h2>Plots</h2>" + "".join(figures) + "</section>")
     ev_rows = [[f"<span class='score'>{e.score:.2f}</span>", f"<code>{escape(e.template)}</code>",
-                f"{e.count:,}", escape(e.level or "-"), escape(", ".join(e.nodes[:8]))
-                + (f" <span class='muted'>+{len(e.nodes) - 8}</span>" if len(e.nodes) > 8 else ""),
+                f"{e.count:,}", escape(e.level or "-"), escape(listed(by_suspicion(d, e.nodes), 8)),
                 escape(e.first_seen or "-"), "".join(f"<pre>{escape(x)}</pre>" for x in e.examples[:3])]
                for e in d.events]
     parts.append("<section id='events'><h2>Failure-indicating events</h2>" + _table(
         ["score", "event", "count", "level", "nodes", "first seen", "examples"], ev_rows,
         "no failure-indicating events") + "</section>")
     node_rows = [[escape(n.node), f"<span class='score'>{n.score:.2f}</span>",
-                  "<br>".join(f"<code>{escape(t)}</code>" for t in n.events[:5])] for n in d.nodes]
+                  "<br>".join(f"<code>{escape(t)}</code>" for t in n.events[:5])
+                  + (f" <span class='muted'>+{len(n.events) - 5} more</span>" if len(n.events) > 5 else "")]
+                 for n in notable]
+    others = (f"<p class='muted'>{len(quiet)} other node(s) score below {NOTABLE_NODE_SCORE:.2f}: "
+              f"{escape(', '.join(n.node for n in quiet))}.</p>" if quiet else "")
     parts.append("<section id='nodes'><h2>Suspicious nodes</h2>"
-                 + _table(["node", "score", "events"], node_rows, "no suspicious nodes") + "</section>")
+                 + _table(["node", "score", "events"], node_rows, "no suspicious nodes") + others
+                 + "</section>")
     it_rows = [[str(it.iteration), f"<span class='score'>{it.score:.2f}</span>",
-                escape(", ".join(it.nodes[:8])),
+                escape(listed(by_suspicion(d, it.nodes), 8)),
                 "<br>".join(f"<code>{escape(t)}</code>" for t in it.events[:5])]
                for it in d.iterations]
     parts.append("<section id='iterations'><h2>Anomalous iterations</h2>"
                  + _table(["iteration", "score", "nodes", "new events"], it_rows, "no anomalous iterations")
                  + "</section>")
-    if st.unreadable_files:
-        parts.append("<section id='unreadable'><h2>Files not read to the end</h2><ul>"
-                     + "".join(f"<li>{escape(f)}</li>" for f in st.unreadable_files) + "</ul></section>")
+    bad_files = st.unreadable_files + st.empty_or_binary_files
+    if bad_files:
+        parts.append("<section id='unreadable'><h2>Files not read to the end, empty or not text</h2><ul>"
+                     + "".join(f"<li>{escape(f)}</li>" for f in bad_files) + "</ul></section>")
     parts.append("<footer>Made by L4 (schema l4.diagnosis/v1). Confirm or correct the root cause with "
                  "<code>l4 patterns confirm</code> or in Slack.</footer></body></html>")
     return "\n".join(parts)

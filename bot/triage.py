@@ -19,7 +19,7 @@ from bot.resolve import ResolvedJob, resolve
 from bot.sources.jobids import is_safe_job_id
 from engine.diagnose import analyze
 from engine.filter import candidate_events, normal_pool
-from engine.ingest import JobSpec, discover
+from engine.ingest import JobError, JobSpec, discover
 from engine.model import Diagnosis
 from engine.parse import Progress
 from kb import db as kbdb
@@ -102,6 +102,11 @@ def triage(req: TriageRequest, progress: Progress | None = None,
                                       fallback=settings.dask_fallback, progress=progress,
                                       connect_timeout=settings.dask_connect_timeout)
         failed = parsed[0]
+        if failed.stats.lines == 0:  # nothing to diagnose: bad input, not an empty diagnosis
+            st = failed.stats
+            why = "; ".join((st.unreadable_files + st.empty_or_binary_files)[:2])
+            raise JobError(f"no log lines in {job.root}: its {st.files} file(s) are empty or unreadable"
+                           + (f" ({why})" if why else ""))
         phase("analyzing")
         normal = normal_pool(parsed[1:], pool)  # one filter for the engine and the pattern match
         diagnosis = analyze(failed, parsed[1:], top_nodes=req.top_nodes, pool=normal)

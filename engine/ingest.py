@@ -1,8 +1,11 @@
-"""Job folders on disk (CONTRACTS §1): discover rank files, map them to nodes, read them safely."""
+"""Job folders on disk (CONTRACTS.md §1): discover rank files, map them to nodes, read them safely."""
 from __future__ import annotations
 
+import bz2
 import gzip
+import io
 import json
+import lzma
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -124,23 +127,99 @@ def discover(root: Path | str, *, confine: Path | str | None = None) -> JobSpec:
 
 
 def _strip_suffixes(name: str) -> str:
-    for suffix in (".gz", ".zst", ".log", ".txt", ".out", ".err"):
+    for suffix in (".gz", ".zst", ".bz2", ".xz", ".log", ".txt", ".out", ".err"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return name
 
 
 def open_binary(path: str) -> IO[bytes]:
-    """`path` opened for reading, decompressed when it is .gz or .zst."""
+    """`path` opened for reading, decompressed when it is .gz, .zst, .bz2 or .xz.
+
+    Every decoder raises on a stream that ends early (a truncated last frame), so a cut-off file
+    is reported, not read as if it were whole."""
     if path.endswith(".gz"):
         return gzip.open(path, "rb")
     if path.endswith(".zst"):
+        return ZstdFrames(open(path, "rb"))
+    if path.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    if path.endswith(".xz"):
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+class TruncatedFrame(EOFError):
+    """A compressed file ends inside a frame: the writer died, or the copy was cut."""
+
+
+class ZstdFrames(io.RawIOBase):
+    """The decoded bytes of every zstd frame of a file (concatenated zstd output has several).
+
+    zstandard's own stream reader stops silently at a truncated frame; this reader decodes a
+    frame incrementally, so every byte before the damage comes out, and then raises
+    TruncatedFrame (a file that ends inside a frame) or zstandard.ZstdError (corrupt data)."""
+
+    IN_STEP = 256 * 1024  # compressed bytes fed at a time (bounds the decoded size of one step)
+    OUT_STEP = 1 << 20  # the decoder's output buffer
+
+    def __init__(self, raw: IO[bytes]) -> None:
         import zstandard
 
-        fh = open(path, "rb")
-        # every frame of the file (concatenated zstd output has several), not only the first
-        return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True, read_across_frames=True)
-    return open(path, "rb")
+        self._raw = raw
+        self._dctx = zstandard.ZstdDecompressor()
+        self._frame = None  # decompressobj of the frame being decoded, None between frames
+        self._pending = b""  # compressed bytes read but not yet fed (after a frame's end)
+        self._out = b""  # decoded, not yet returned from self._at on
+        self._at = 0
+        self.compressed_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def _decode_step(self) -> bytes:
+        while True:
+            if self._frame is not None and self._frame.eof:
+                self._pending = self._frame.unused_data + self._pending
+                self._frame = None
+            if self._pending:
+                data, self._pending = self._pending, b""
+            else:
+                data = self._raw.read(self.IN_STEP)
+                self.compressed_read += len(data)
+            if not data:
+                if self._frame is not None:
+                    raise TruncatedFrame(f"truncated zstd frame: the file ends inside a frame, after "
+                                         f"{self.compressed_read} compressed bytes")
+                return b""
+            if self._frame is None:
+                self._frame = self._dctx.decompressobj(write_size=self.OUT_STEP)
+            out = self._frame.decompress(data)
+            if out:
+                return out
+
+    def read1(self, size: int = -1) -> bytes:
+        if self._at >= len(self._out):
+            self._out, self._at = self._decode_step(), 0
+        if self._at == 0 and (size is None or size < 0 or size >= len(self._out)):
+            out, self._out = self._out, b""
+            return out
+        end = len(self._out) if size is None or size < 0 else self._at + size
+        out = self._out[self._at:end]
+        self._at += len(out)
+        return out
+
+    def read(self, size: int = -1) -> bytes:
+        if size is not None and size >= 0:
+            return self.read1(size)
+        parts = []
+        while part := self.read1():
+            parts.append(part)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 @dataclass
@@ -149,6 +228,22 @@ class ReadReport:
     long_lines_cut: int = 0
     error: str | None = None  # why the file could not be read to its end
     truncated_tail: bool = False  # the last line has no line end (the writer died mid-line?)
+    binary: bool = False  # the file's first block is not text (see `looks_binary`)
+
+
+_TEXT_BYTES = bytes([9, 10, 12, 13, 27, *range(32, 256)])  # tab, line ends, ANSI escape, printable
+BINARY_SAMPLE = 64 * 1024
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether the first bytes of a file read as binary data, not a log: a NUL byte in its
+    first 8 KiB (the heuristic of git and grep) or more than 5 % control bytes."""
+    sample = head[:BINARY_SAMPLE]
+    if not sample:
+        return False
+    if b"\0" in sample[:8192]:
+        return True
+    return len(sample.translate(None, _TEXT_BYTES)) > 0.05 * len(sample)
 
 
 @dataclass(frozen=True)
@@ -221,6 +316,7 @@ def iter_chunks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[C
         failed = False
         while not failed:
             data, exc = _read_block(fh, chunk)
+            report.binary = report.binary or (report.bytes == 0 and looks_binary(data))
             if exc is not None:  # any decoder error (corrupt gzip/zstd) ends this file only
                 report.error = f"read error after {report.bytes + len(data)} bytes ({_reason(exc)})"
                 failed = True  # the lines read before the damage are still analysed

@@ -76,6 +76,7 @@ class Stats:
     seconds: float = 0.0
     long_lines_cut: int = 0
     unreadable_files: list[str] = field(default_factory=list)  # "path: reason"
+    empty_or_binary_files: list[str] = field(default_factory=list)  # "path: empty" | "path: not text ..."
 
 
 @dataclass

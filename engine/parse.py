@@ -136,6 +136,11 @@ class _JobBuilder:
         st.long_lines_cut += scan.long_lines_cut
         if scan.error:
             st.unreadable_files.append(f"{scan.path}: {scan.error}")
+        elif scan.lines == 0:
+            st.empty_or_binary_files.append(f"{scan.path}: empty (no log lines)")
+        if scan.binary:
+            st.empty_or_binary_files.append(f"{scan.path}: not text (binary bytes; read anyway, "
+                                            f"{scan.lines} lines)")
         self.file_nodes[scan.path] = scan.node
         self.file_lines[scan.path] = scan.lines
         ncounts = self.node_counts.setdefault(scan.node, {})

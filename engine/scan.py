@@ -55,6 +55,7 @@ class FileScan:
     bytes: int = 0
     long_lines_cut: int = 0
     error: str | None = None
+    binary: bool = False  # the file does not start like text (engine.ingest.looks_binary)
     keys: list[bytes] = field(default_factory=list)  # local id -> pre-key
     counts: list[int] = field(default_factory=list)
     first_line: list[bytes] = field(default_factory=list)
@@ -349,6 +350,7 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     scan.bytes = report.bytes
     scan.long_lines_cut = report.long_lines_cut
     scan.error = report.error
+    scan.binary = report.binary
     if report.truncated_tail and tail:
         scan.truncated_tail = table.local.get(tail[-1].translate(_ZERO_DIGITS))
     scan.last_ts = _first_ts(reversed(tail), scan.year)

@@ -19,9 +19,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, create_engine
 
-from kb import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from kb import KbError, models  # noqa: F401  (models registers the tables on SQLModel.metadata)
 
 ENV_VAR = "L4_DATABASE_URL"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -40,6 +41,49 @@ def default_url() -> str:
 def database_url(url: str | None = None) -> str:
     """The URL to use: ``url`` if given, else ``$L4_DATABASE_URL``, else :func:`default_url`."""
     return url or os.environ.get(ENV_VAR) or default_url()
+
+
+class DatabaseUnavailable(KbError):
+    """The knowledge base cannot be opened: a bad URL, an unreachable server, a path that cannot
+    be written, a file that is not a database. The message is one line naming the URL or path."""
+
+
+def is_in_memory(url: str | None = None) -> bool:
+    """Whether the database (see :func:`database_url`) is an in-memory SQLite one, gone at exit."""
+    try:
+        parsed = make_url(database_url(url))
+    except Exception:  # noqa: BLE001 - a bad URL is reported when it is opened
+        return False
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    db = parsed.database or ""
+    return db in ("", ":memory:") or (db.startswith("file:") and "mode=memory" in db) or db == "file::memory:"
+
+
+def _where(url: str) -> str:
+    """The URL as it may be shown (no password), and which setting it came from."""
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001
+        shown = url
+    return f"{ENV_VAR}={shown}" if os.environ.get(ENV_VAR) == url else shown
+
+
+def _unavailable(url: str, exc: BaseException) -> DatabaseUnavailable:
+    reason = str(getattr(exc, "orig", None) or exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    if isinstance(exc, OSError):
+        reason = f"{exc.strerror or exc.__class__.__name__}: {exc.filename or ''}".rstrip(": ")
+    try:
+        parsed = make_url(url)
+        path = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    except Exception:  # noqa: BLE001
+        path = None
+    if path and "file is not a database" in reason:
+        reason = f"{path} is not a SQLite database"
+    elif path and ("unable to open" in reason or "readonly" in reason):
+        folder = Path(path).expanduser().resolve().parent
+        reason = f"{reason} (can {folder} be written?)"
+    return DatabaseUnavailable(f"cannot open the knowledge base {_where(url)}: {reason}"[:400])
 
 
 def _sqlite_on_connect(dbapi_connection, connection_record) -> None:  # noqa: ANN001
@@ -64,6 +108,13 @@ def _sqlite_on_begin(conn) -> None:  # noqa: ANN001
 def make_engine(url: str | None = None, *, echo: bool = False) -> Engine:
     """Create an engine for ``url`` (see :func:`database_url`) with the SQLite settings above."""
     url = database_url(url)
+    try:
+        return _make_engine(url, echo)
+    except (SQLAlchemyError, OSError, ValueError) as exc:
+        raise _unavailable(url, exc) from None
+
+
+def _make_engine(url: str, echo: bool) -> Engine:
     parsed = make_url(url)
     kwargs: dict = {"echo": echo}
     if parsed.get_backend_name() == "sqlite":
@@ -142,14 +193,19 @@ def downgrade(url_or_engine: str | Engine | None, revision: str) -> None:
 
 def open_db(url: str | None = None, *, load_library: bool = True) -> Engine:
     """Engine for the knowledge base, migrated to the newest schema, built-in library loaded."""
+    url = database_url(url)
     engine = make_engine(url)
-    upgrade(engine)
-    if load_library:
-        from kb import library
+    try:
+        upgrade(engine)
+        if load_library:
+            from kb import library
 
-        with session(engine) as s:
-            library.load(s)
-            s.commit()
+            with session(engine) as s:
+                library.load(s)
+                s.commit()
+    except (SQLAlchemyError, OSError) as exc:
+        engine.dispose()
+        raise _unavailable(url, exc) from None
     return engine
 
 

@@ -9,7 +9,7 @@ from sqlmodel import Session, select
 
 from engine.model import Diagnosis
 from kb import KbError
-from kb.models import DiagnosisRecord, FaultPattern, NodeIncident, utcnow
+from kb.models import DiagnosisRecord, FaultPattern, Feedback, NodeIncident, utcnow
 from kb.pools import ensure_family
 
 SUSPICIOUS_NODE_SCORE = 0.5
@@ -51,6 +51,36 @@ def get(session: Session, diagnosis_id: int) -> DiagnosisRecord:
 def as_dict(rec: DiagnosisRecord) -> dict[str, Any]:
     """The stored l4.diagnosis/v1 JSON of a diagnosis."""
     return json.loads(rec.json_text)
+
+
+def recent(session: Session, *, job: str | None = None, limit: int = 20) -> list[DiagnosisRecord]:
+    """Stored diagnoses, newest first; only those of job ``job`` when given."""
+    stmt = select(DiagnosisRecord)
+    if job is not None:
+        stmt = stmt.where(DiagnosisRecord.job_id == job)
+    stmt = stmt.order_by(DiagnosisRecord.created_at.desc(), DiagnosisRecord.id.desc()).limit(limit)
+    return list(session.exec(stmt))
+
+
+def summary(session: Session, rec: DiagnosisRecord) -> dict[str, Any]:
+    """What an SRE looks a diagnosis up for: job, time, status, matched pattern, where it points
+    (top node, stage), and the verdicts on it (who confirmed or rejected it, when)."""
+    doc = as_dict(rec)
+    nodes = doc.get("nodes") or []
+    verdicts = session.exec(select(Feedback).where(Feedback.diagnosis_id == rec.id)
+                            .order_by(Feedback.created_at, Feedback.id)).all()
+    return {
+        "diagnosis_id": rec.id, "job_id": rec.job_id,
+        "time": f"{rec.diagnosed_at or rec.created_at:%Y-%m-%d %H:%M:%S}",  # UTC
+        "status": rec.status, "matched_pattern": rec.matched_pattern_id,
+        "stage": doc.get("stage"), "top_node": nodes[0].get("node") if nodes else None,
+        "events": len(doc.get("events") or []),
+        "confirmed_by": [f.user for f in verdicts if f.verdict == "confirm"],
+        "rejected_by": [f.user for f in verdicts if f.verdict == "reject"],
+        "feedback": [{"verdict": f.verdict, "user": f.user, "pattern_id": f.pattern_id,
+                      "time": f"{f.created_at:%Y-%m-%d %H:%M:%S}", "note": f.note} for f in verdicts],
+        "slack_thread": f"{rec.slack_channel}/{rec.slack_thread_ts}" if rec.slack_thread_ts else None,
+    }
 
 
 def attach_slack(session: Session, diagnosis_id: int, channel: str, thread_ts: str) -> None:

@@ -19,7 +19,7 @@ from sqlmodel import Session, select
 from engine.model import Match, TemplateStat
 from kb import KbError
 from kb.models import FaultPattern
-from kb.signatures import entry_regex, normalize_signature, re2_options
+from kb.signatures import compile_re2, entry_regex, normalize_signature, re2_options
 
 SEVERITY_RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3}
 KIND_RANK = {"root": 0, "cascade": 1}
@@ -67,8 +67,12 @@ class Matcher:
             for entry in normalize_signature(_field(p, "signature")):
                 try:
                     n = self._set.Add(entry_regex(entry))
-                except re2.error as exc:
-                    raise KbError(f"{pid}: signature does not compile under RE2: {exc}") from None
+                except re2.error:
+                    try:
+                        compile_re2(entry_regex(entry))  # RE2's reason (the set gives none)
+                    except KbError as exc:
+                        raise KbError(f"{pid}: {exc}") from None
+                    raise KbError(f"{pid}: signature does not compile under RE2") from None
                 assert n == len(self._owner)
                 self._owner.append(idx)
             self.patterns.append(_Pattern(

@@ -112,6 +112,10 @@ def read_patterns_file(path: str | Path) -> list[dict[str, Any]]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise KbError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise KbError(f"{path} is not a YAML text file (not UTF-8 at byte {exc.start})") from None
+    if "\0" in text:
+        raise KbError(f"{path} is not a YAML text file (it holds NUL bytes)")
     return read_patterns_yaml(text)
 
 
@@ -129,31 +133,64 @@ def add_patterns(session: Session, items: Iterable[dict[str, Any]], *, user: str
     return created
 
 
-def import_patterns(session: Session, items: Iterable[dict[str, Any]], *, user: str) -> dict[str, list[str]]:
+def _imported(d: dict[str, Any], enabled: Any, user: str) -> FaultPattern:
+    return FaultPattern(**d, enabled=True if enabled is None else bool(enabled), source="confirmed",
+                        created_by=user, created_at=utcnow())
+
+
+def _copy_id(session: Session, pid: str, taken: set[str]) -> str:
+    base = f"{pid[:112]}-sre"
+    new, n = base, 2
+    while new in taken or session.get(FaultPattern, new) is not None:
+        new, n = f"{base}-{n}", n + 1
+    return new
+
+
+def import_patterns(session: Session, items: Iterable[dict[str, Any]], *, user: str,
+                    force: bool = False) -> dict[str, list[str]]:
     """Upsert patterns (e.g. from another installation's export). Unchanged ones are skipped;
-    changed ones get their content replaced, version + 1 and source "confirmed". Caller commits."""
-    result: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": []}
+    changed ones get their content replaced, version + 1 and source "confirmed". Caller commits.
+
+    A built-in pattern is never replaced by an import whose content differs: the imported one is
+    added as the SRE's own copy under a new ID (``<id>-sre``, listed under "copied" as
+    ``"builtin -> copy"``), unless ``force``; then the built-in is replaced (listed under
+    "replaced_builtin"; the caller warns) and, being "confirmed" now, no library update touches it.
+    """
+    result: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": [], "copied": [],
+                                    "replaced_builtin": []}
     validated = [(validate_pattern_dict(d), d.get("enabled")) for d in items]
+    taken = {d["id"] for d, _ in validated}
     for d, enabled in validated:
         existing = session.get(FaultPattern, d["id"])
+        changed_content = existing is not None and any(getattr(existing, k) != d[k] for k in CONTENT_FIELDS)
+        if existing is not None and existing.source == "builtin" and changed_content and not force:
+            copy_id = _copy_id(session, d["id"], taken)
+            taken.add(copy_id)
+            session.add(_imported(d | {"id": copy_id}, enabled, user))
+            result["copied"].append(f"{d['id']} -> {copy_id}")
+            continue
         if existing is None:
-            session.add(FaultPattern(**d, enabled=True if enabled is None else bool(enabled),
-                                     source="confirmed", created_by=user, created_at=utcnow()))
+            session.add(_imported(d, enabled, user))
             result["added"].append(d["id"])
             continue
-        changed = any(getattr(existing, k) != d[k] for k in CONTENT_FIELDS)
+        changed = changed_content
         if enabled is not None and existing.enabled != bool(enabled):
             existing.enabled = bool(enabled)
             changed = True
         if not changed:
             result["unchanged"].append(d["id"])
             continue
+        if not changed_content:  # only enabled/disabled: a built-in stays built-in
+            session.add(existing)
+            result["updated"].append(d["id"])
+            continue
+        was_builtin = existing.source == "builtin"
         for k in CONTENT_FIELDS:
             setattr(existing, k, d[k])
         existing.version += 1
         existing.source = "confirmed"
         session.add(existing)
-        result["updated"].append(d["id"])
+        result["replaced_builtin" if was_builtin else "updated"].append(d["id"])
     session.flush()
     return result
 

@@ -27,10 +27,20 @@ _MASK_RE = re.compile(r"<(?:\*|[A-Z][A-Z0-9_]*)>")
 _ENTRY_KINDS = ("regex", "template", "literal")
 
 
+MIN_REGEX_LITERAL_CHARS = 4  # fixed characters a regex or literal entry must require
+_REPEAT_OPS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
 def re2_options() -> re2.Options:
     opts = re2.Options()
     opts.max_mem = 64 << 20
+    opts.log_errors = False  # RE2 would print its C++ log lines on stderr for each bad pattern
     return opts
+
+
+def _reason(exc: Exception) -> str:
+    arg = exc.args[0] if exc.args else exc
+    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
 
 
 def compile_re2(pattern: str) -> re2._Regexp:
@@ -38,7 +48,73 @@ def compile_re2(pattern: str) -> re2._Regexp:
     try:
         return re2.compile(pattern, options=re2_options())
     except re2.error as exc:
-        raise KbError(f"regex does not compile under RE2: {pattern!r}: {exc}") from None
+        raise KbError(f"regex does not compile under RE2: {pattern!r}: {_reason(exc)}") from None
+
+
+def _shape(pattern: str):  # noqa: ANN202 - a parsed regex (re._parser's SubPattern) or None
+    """The regex parsed by Python's own parser, for shape checks; None for RE2-only syntax."""
+    import re._parser as sre_parse  # stdlib; the syntax RE2 shares with Python's re
+
+    try:
+        return sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return None
+
+
+def _required_chars(items) -> int:  # noqa: ANN001
+    """Fixed characters every match of the parsed regex `items` must contain (a lower bound)."""
+    n = 0
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            n += 1
+        elif name == "SUBPATTERN":
+            n += _required_chars(arg[-1])
+        elif name in _REPEAT_OPS:
+            lo, _hi, body = arg
+            n += min(lo, 4) * _required_chars(body)
+        elif name == "BRANCH":
+            n += min((_required_chars(b) for b in arg[1]), default=0)
+        elif name == "ATOMIC_GROUP":
+            n += _required_chars(arg)
+    return n
+
+
+def _nested_repeat(items, inside: bool = False) -> bool:  # noqa: ANN001
+    """Whether a repetition holds another unbounded one, like `(a+)+` or `(x*)*`."""
+    for op, arg in items:
+        name = str(op)
+        if name in _REPEAT_OPS:
+            _lo, hi, body = arg
+            unbounded = hi > 1
+            if inside and unbounded:
+                return True
+            if _nested_repeat(body, inside or unbounded):
+                return True
+        elif name == "SUBPATTERN":
+            if _nested_repeat(arg[-1], inside):
+                return True
+        elif name == "BRANCH":
+            if any(_nested_repeat(b, inside) for b in arg[1]):
+                return True
+        elif name == "ATOMIC_GROUP" and _nested_repeat(arg, inside):
+            return True
+    return False
+
+
+def check_regex_shape(pattern: str) -> None:
+    """Refuse regexes that are catastrophic elsewhere or match almost anything: a repetition of a
+    repetition (`(a+)+$`: exponential in backtracking engines, and a sign of a mistake even under
+    RE2, which runs it in linear time) and fewer than MIN_REGEX_LITERAL_CHARS fixed characters."""
+    parsed = _shape(pattern)
+    if parsed is None:
+        return
+    if _nested_repeat(list(parsed)):
+        raise KbError(f"regex nests one repetition in another (catastrophic backtracking shape, "
+                      f"like (a+)+): {pattern!r}")
+    if _required_chars(list(parsed)) < MIN_REGEX_LITERAL_CHARS:
+        raise KbError(f"regex too unspecific: every match needs fewer than {MIN_REGEX_LITERAL_CHARS} "
+                      f"fixed characters: {pattern!r}")
 
 
 def template_to_regex(template: str) -> str:
@@ -112,9 +188,12 @@ def validate_signature(signature: Any, *, probes: Iterable[str] | None = None) -
     """Normalize and check a signature; raise KbError explaining the first problem.
 
     Rejected: entries that do not compile under RE2, match the empty string, or match any of
-    the normal lines (``probes``, default :func:`normal_lines`); templates with fewer than
-    ``MIN_TEMPLATE_LITERAL_CHARS`` fixed characters.
+    the normal lines (``probes``, default :func:`normal_lines`; the message shows the line);
+    templates with fewer than ``MIN_TEMPLATE_LITERAL_CHARS`` fixed characters; regexes that nest
+    repetitions or need fewer than ``MIN_REGEX_LITERAL_CHARS`` fixed characters (both checks
+    are skipped with ``probes=()``, the built-in library's own validation).
     """
+    check_shape = probes is None or bool(tuple(probes))
     entries = normalize_signature(signature)
     probe_lines = tuple(probes) if probes is not None else normal_lines()
     for entry in entries:
@@ -122,9 +201,14 @@ def validate_signature(signature: Any, *, probes: Iterable[str] | None = None) -
         if kind == "template" and literal_chars(text) < MIN_TEMPLATE_LITERAL_CHARS:
             raise KbError(f"template too unspecific (fewer than {MIN_TEMPLATE_LITERAL_CHARS} fixed "
                           f"characters): {text!r}")
+        if kind == "literal" and len(text.strip()) < MIN_REGEX_LITERAL_CHARS:
+            raise KbError(f"literal too unspecific (fewer than {MIN_REGEX_LITERAL_CHARS} characters): "
+                          f"{text!r}")
         rx = compile_re2(entry_regex(entry))
         if rx.search("") is not None:
             raise KbError(f"signature {kind} matches the empty string: {text!r}")
+        if kind == "regex" and check_shape:
+            check_regex_shape(text)
         for line in probe_lines:
             if rx.search(line) is not None:
                 raise KbError(f"signature {kind} is too broad: it matches the normal line {line[:80]!r}")

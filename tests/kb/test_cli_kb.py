@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from bot.cli_kb import register
-from engine.model import Diagnosis, ParsedJob, TemplateStat
+from engine.model import Diagnosis, Event, ParsedJob, TemplateStat
 from kb import db as kbdb
 from kb import diagnoses
 
@@ -98,13 +98,23 @@ def test_add_disable_export_import(run, tmp_path: Path) -> None:  # noqa: ANN001
     assert code == 0 and "my-store-lease" in out
 
 
-def test_confirm_from_cli(run) -> None:  # noqa: ANN001
-    eng = kbdb.open_db(run.url)
+LEASE = "MyStore client lost lease on shard <*>"
+
+
+def _stored(url: str, *templates: str) -> int:
+    eng = kbdb.open_db(url)
+    events = [Event(template=t, score=0.9, count=1, level="ERROR", nodes=["n1"], first_seen=None,
+                    examples=[t.replace("<*>", "7")]) for t in templates]
     with kbdb.session(eng) as s:
-        did = diagnoses.store(s, Diagnosis(job_id="j1"), {"model": "m"})
+        did = diagnoses.store(s, Diagnosis(job_id="j1", events=events), {"model": "m"})
         s.commit()
     eng.dispose()
-    code, out, _ = run("patterns", "confirm", str(did), "--event", "MyStore client lost lease on shard <*>",
+    return did
+
+
+def test_confirm_from_cli(run) -> None:  # noqa: ANN001
+    did = _stored(run.url, "GPU <*> reported a fan speed of <*> rpm", LEASE)
+    code, out, _ = run("patterns", "confirm", str(did), "--event", LEASE,
                        "--title", "Store lease", "--category", "platform", "--remediation", "restart",
                        "--user", "bob")
     assert code == 0 and "store-lease" in out
@@ -136,3 +146,91 @@ def test_learn_uses_engine_parser(run, monkeypatch: pytest.MonkeyPatch, tmp_path
     code, _, err = run("learn", str(bad))
     assert code == 2 and "failed" in err
     assert calls == [job, job, bad]
+
+
+def test_confirm_takes_only_events_of_the_diagnosis(run) -> None:  # noqa: ANN001
+    did = _stored(run.url, "GPU <*> reported a fan speed of <*> rpm", LEASE)
+    args = ("--title", "Fan", "--category", "hardware/node", "--remediation", "r", "--user", "bob")
+    code, _, err = run("patterns", "confirm", str(did), "--event", "Not in the diagnosis <*>", *args)
+    assert code == 2 and err.count("\n") == 1 and "is not an event of diagnosis" in err
+    code, out, _ = run("patterns", "confirm", str(did), "--event", "1", *args)  # its number in `show`
+    assert code == 0 and "created pattern fan" in out
+    code, out, _ = run("patterns", "show", "fan")
+    assert "fan speed" in out
+
+
+def _export_one(run, tmp_path: Path, pid: str, **changes) -> Path:  # noqa: ANN001
+    code, out, _ = run("patterns", "export")
+    doc = yaml.safe_load(out)
+    (p,) = [x for x in doc["patterns"] if x["id"] == pid]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "patterns": [p | changes]}))
+    return path
+
+
+def test_import_never_overwrites_a_builtin_silently(run, tmp_path: Path) -> None:  # noqa: ANN001
+    path = _export_one(run, tmp_path, "xid-79-fallen-off-bus", remediation="ignore it")
+    code, out, err = run("patterns", "import", str(path))
+    assert code == 0 and "1 copied" in out
+    assert "xid-79-fallen-off-bus is built-in; your version was added as xid-79-fallen-off-bus-sre" in err
+    code, out, _ = run("patterns", "show", "xid-79-fallen-off-bus")
+    builtin = yaml.safe_load(out)
+    assert builtin["source"] == "builtin" and builtin["remediation"] != "ignore it"
+    code, out, _ = run("patterns", "show", "xid-79-fallen-off-bus-sre")
+    assert yaml.safe_load(out)["remediation"] == "ignore it"
+    code, out, err = run("patterns", "import", str(path), "--force")
+    assert code == 0 and "1 replaced builtin" in out
+    assert "warning: built-in pattern xid-79-fallen-off-bus replaced" in err
+    code, out, _ = run("patterns", "show", "xid-79-fallen-off-bus")
+    assert yaml.safe_load(out)["remediation"] == "ignore it"
+
+
+def test_import_of_an_unchanged_export_changes_nothing(run, tmp_path: Path) -> None:  # noqa: ANN001
+    code, out, _ = run("patterns", "export")
+    path = tmp_path / "all.yaml"
+    path.write_text(out)
+    code, out, err = run("patterns", "import", str(path))
+    assert code == 0 and out.startswith("0 added, 0 updated,") and err == ""
+
+
+@pytest.mark.parametrize("sig, why", [
+    ("(a+)+$", "nests one repetition"),
+    ("(\\d+)+ ECC", "nests one repetition"),
+    ("a+", "too unspecific"),
+    ("device: cuda", "it matches the normal line 'Using device: cuda'"),  # the example is shown
+    ("world size \\d+", "normal line"),
+])
+def test_add_refuses_broad_and_catastrophic_regexes(run, tmp_path: Path, sig: str, why: str) -> None:  # noqa: ANN001
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"id": "my-pattern", "title": "t", "category": "platform",
+                                    "signature": [sig]}))
+    code, _, err = run("patterns", "add", "--file", str(path))
+    assert code == 2 and err.count("\n") == 1 and why in err, err
+
+
+def test_a_bad_regex_is_one_line_without_re2_log_noise(tmp_path: Path) -> None:
+    import subprocess
+
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"id": "my-pattern", "title": "t", "category": "platform",
+                                    "signature": ["(unclosed"]}))
+    r = subprocess.run([sys.executable, "-m", "bot.cli", "patterns", "add", "--file", str(path)],
+                       capture_output=True, text=True, timeout=60,
+                       env={**__import__("os").environ, "L4_DATABASE_URL": f"sqlite:///{tmp_path / 'k.db'}"})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "does not compile under RE2" in r.stderr and "missing )" in r.stderr and "re2.cc" not in r.stderr
+
+
+def test_a_binary_yaml_file_is_bad_input(run, tmp_path: Path) -> None:  # noqa: ANN001
+    path = tmp_path / "blob.yaml"
+    path.write_bytes(bytes(range(256)) * 4)
+    code, _, err = run("patterns", "import", str(path))
+    assert code == 2 and err.count("\n") == 1 and "blob.yaml is not a YAML text file" in err
+
+
+def test_writes_to_an_in_memory_database_are_refused(run, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv(kbdb.ENV_VAR, "sqlite:///")
+    code, _, err = run("patterns", "disable", "disk-full")
+    assert code == 2 and "in-memory database: nothing would be kept" in err
+    code, out, _ = run("patterns", "list")  # reading the built-in library is fine
+    assert code == 0 and "disk-full" in out

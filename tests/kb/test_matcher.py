@@ -117,3 +117,9 @@ def test_match_speed_is_small(lib: Matcher) -> None:
     elapsed = time.perf_counter() - t0
     assert {m.pattern_id for m in found} >= {"cuda-uncorrectable-ecc", "xid-79-fallen-off-bus"}
     assert elapsed < 2.0  # ~25 ms on a 2-core machine; generous bound for slow CI
+
+
+def test_a_bad_pattern_is_named_without_re2_log_noise(capfd: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(KbError, match=r"^mine: regex does not compile under RE2: '\(unclosed': missing \)"):
+        Matcher([{"id": "mine", "title": "t", "category": "platform", "signature": ["(unclosed"]}])
+    assert capfd.readouterr().err == ""  # RE2's C++ logging goes to fd 2 unless log_errors is off

@@ -1,0 +1,102 @@
+"""A real `l4 diagnose` on a job big enough for the process pool, interrupted: SIGINT and SIGTERM
+stop it at once with one line on stderr and no worker left; kill -9 of it leaves no worker either."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine.executors import PARALLEL_MIN_BYTES
+
+FILES = 16
+
+
+@pytest.fixture(scope="module")
+def big_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("pool") / "big-job"
+    per_file = PARALLEL_MIN_BYTES // FILES + 64 * 1024
+    for rank in range(FILES):
+        node = root / f"node-{rank // 4:03d}"
+        node.mkdir(parents=True, exist_ok=True)
+        lines = [f"[rank{rank}]: [2026-05-01 10:00:{i % 60:02d},000] [INFO] iteration {i} "
+                 f"loss 2.{i % 997:03d} step {i * 7 % 1009} shard {i % 31}-{rank} ok" for i in range(2000)]
+        block = ("\n".join(lines) + "\n").encode()
+        with open(node / f"rank-{rank:04d}.log", "wb") as fh:
+            for _ in range(per_file // len(block) + 1):
+                fh.write(block)
+    return root
+
+
+def _start(job: Path, tmp_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "L4_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.db'}"}
+    return subprocess.Popen([sys.executable, "-m", "bot.cli", "diagnose", str(job), "--format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)  # its own process group, as in a terminal
+
+
+def _workers(proc: subprocess.Popen, want: int = 2, timeout: float = 240.0) -> list[psutil.Process]:
+    """The pool's worker processes, once `want` of them run."""
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = [k for k in parent.children(recursive=True) if k.is_running()]
+        if len(kids) >= want:
+            time.sleep(0.5)  # let them start on their files
+            return parent.children(recursive=True)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"no pool workers appeared (exit {proc.poll()}): {proc.stderr.read()[-500:]}")
+
+
+def _gone(procs: list[psutil.Process], timeout: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    alive = procs
+    while time.monotonic() < deadline:
+        alive = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive:
+            return []
+        time.sleep(0.1)
+    return [p.pid for p in alive]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs a process pool")
+@pytest.mark.parametrize("sig, code, name",
+                         [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_an_interrupt_stops_the_pool_with_one_line(big_job: Path, tmp_path: Path, sig, code, name) -> None:
+    proc = _start(big_job, tmp_path)
+    workers = _workers(proc)
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)  # Ctrl-C: the terminal signals the whole group, workers included
+    else:
+        os.kill(proc.pid, sig)  # SIGTERM from a supervisor: the parent only
+    try:
+        out, err = proc.communicate(timeout=30)  # a hang fails here
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert err.splitlines() == [f"l4: interrupted ({name}); stopped"], err  # no worker tracebacks
+    assert out == ""
+    assert _gone(workers) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
+                    reason="needs a process pool on Linux")
+def test_workers_die_with_a_killed_parent(big_job: Path, tmp_path: Path) -> None:
+    proc = _start(big_job, tmp_path)
+    workers = _workers(proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert _gone(workers) == []
