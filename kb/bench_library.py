@@ -49,6 +49,8 @@ def load_field_lines(path: Path = DEFAULT_FILE) -> list[dict[str, Any]]:
             row = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise KbError(f"{path}:{n}: not JSON: {exc.msg}") from None
+        if not isinstance(row, dict):
+            raise KbError(f"{path}:{n}: not a JSON object")
         missing = [k for k in _FIELDS if not isinstance(row.get(k), str) or not row[k]]
         if missing:
             raise KbError(f"{path}:{n}: missing {', '.join(missing)}")
