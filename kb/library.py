@@ -132,3 +132,24 @@ def load(session: Session) -> dict[str, int]:
             session.add(meta)
         session.flush()
     return stats
+
+
+EXAMPLE_TEST = "tests/kb/test_library_examples.py::test_pattern_has_reference_and_matching_example[{id}]"
+
+
+def provenance(pid: str, signature: Any = None) -> dict[str, Any]:
+    """Where a built-in pattern comes from and how it is tested: reference, example line, explains,
+    the test that checks the example, and whether ``signature`` (default: the library's) matches it
+    now. Empty dict for ids that are not in the built-in library (SRE patterns)."""
+    from kb.signatures import compile_re2, entry_regex, normalize_signature
+
+    meta = library_meta().get(pid)
+    if meta is None:
+        return {}
+    if signature is None:
+        signature = next((p["signature"] for p in builtin_patterns() if p["id"] == pid), [])
+    example = meta.get("example")
+    matches = bool(example) and any(compile_re2(entry_regex(e)).search(example) is not None
+                                    for e in normalize_signature(signature))
+    return {"reference": meta.get("reference"), "example": example, "explains": meta.get("explains") or [],
+            "test": EXAMPLE_TEST.format(id=pid), "example_matches": matches}

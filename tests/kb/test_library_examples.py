@@ -65,3 +65,30 @@ def test_library_only_fields_are_checked(tmp_path: Path, monkeypatch: pytest.Mon
         library._library_fields("library/t.yaml: x-pattern", bad)
     with pytest.raises(KbError, match="example must be a non-empty string"):
         library._library_fields("library/t.yaml: x-pattern", {"example": ""})
+
+
+def test_cli_list_shows_source_and_show_gives_example_and_test(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    import yaml
+
+    from bot.cli_kb import register
+    from kb import db as kbdb
+
+    monkeypatch.setenv(kbdb.ENV_VAR, f"sqlite:///{tmp_path / 'cli.db'}")
+
+    def run(*argv: str) -> str:
+        parser = argparse.ArgumentParser(prog="l4")
+        register(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args(list(argv))
+        assert args.func(args) == 0
+        return capsys.readouterr().out
+
+    listing = run("patterns", "list", "--category", "hardware/storage")
+    row = next(line for line in listing.splitlines() if line.startswith("lustre-rpc-timeout "))
+    assert "[source: " in row and "whamcloud" in row
+    shown = yaml.safe_load(run("patterns", "show", "hccp-ej0002-environment-error"))
+    assert shown["category"] == "hardware/network" and "The network port is down" in shown["example"]
+    assert shown["example_matches"] is True
+    assert shown["test"].endswith("[hccp-ej0002-environment-error]")
