@@ -23,6 +23,7 @@ from engine.parse import Progress, parse_jobs
 from kb import db as kbdb
 from kb import diagnoses, pools
 from kb.matcher import load_matcher
+from kb.signals import match_signals
 
 
 @dataclass
@@ -85,7 +86,9 @@ def triage(req: TriageRequest, progress: Progress | None = None,
             if not req.no_match:
                 phase("matching")
                 fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
-                roots = [m for m in load_matcher(s).match_templates(fresh) if m.kind == "root"]
+                matcher = load_matcher(s)
+                roots = [m for m in matcher.match_templates(fresh) if m.kind == "root"]
+                roots += match_signals(failed, matcher, fresh)  # faults without a line of their own
                 if roots:
                     diagnosis.matches = roots
                     diagnosis.status = "matched"
