@@ -88,7 +88,8 @@ def triage(req: TriageRequest, progress: Progress | None = None,
                 fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
                 matcher = load_matcher(s)
                 roots = [m for m in matcher.match_templates(fresh) if m.kind == "root"]
-                roots += match_signals(failed, matcher, fresh)  # faults without a line of their own
+                if not roots:  # a fault without an error line of its own: the per-node signals
+                    roots = match_signals(failed, matcher, fresh)
                 if roots:
                     diagnosis.matches = roots
                     diagnosis.status = "matched"

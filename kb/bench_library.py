@@ -130,6 +130,15 @@ def _print(rep: Report, show_misses: bool) -> None:
             print(f"{miss['split']:<5} {miss['id']} want {miss['want']}, got {miss['got']}: {miss['line']}")
 
 
+def guarded(fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, or None after one ``error:`` line on stderr when it raises KbError (bad input)."""
+    try:
+        return fn(*args)
+    except KbError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from kb import library
     from kb.matcher import Matcher
@@ -140,10 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--misses", action="store_true", help="list the lines not named exactly")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     args = ap.parse_args(argv)
-    try:
-        rows = load_field_lines(args.file)
-    except KbError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    rows = guarded(load_field_lines, args.file)
+    if rows is None:
         return 2
     splits = SPLITS if args.split == "all" else (args.split,)
     rep = evaluate(rows, Matcher(library.builtin_patterns()), splits)

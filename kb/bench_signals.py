@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from kb import KbError
+from kb.bench_library import guarded
 
 
 def evaluate_suite(suite: Path) -> dict[str, Any]:
@@ -63,10 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("suite", type=Path, help="folder made by `l4 bench generate`")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    try:
-        rep = evaluate_suite(args.suite)
-    except KbError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    rep = guarded(evaluate_suite, args.suite)
+    if rep is None:
         return 2
     if args.json:
         print(json.dumps(rep, indent=2))

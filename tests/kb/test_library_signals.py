@@ -103,3 +103,11 @@ def test_triage_reports_the_signal_when_no_line_names_a_root(suite: Path, tmp_pa
     ids = [m.pattern_id for m in res.diagnosis.matches]
     assert "signal-silent-node-peers-time-out" in ids and res.diagnosis.status == "matched"
     assert suspect_node(res.diagnosis.matches) == truth["faulty_nodes"][0]
+
+
+def test_bench_signals_bad_suite_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kb.bench_signals import main
+
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read") and err.count("\n") == 1
