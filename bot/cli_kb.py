@@ -80,6 +80,7 @@ def _event_templates(session, diagnosis_id: int, wanted: list[str]) -> list[str]
 
 
 def _patterns_list(args: argparse.Namespace) -> int:
+    from kb.library import library_meta
     from kb.models import FaultPattern
 
     with _open() as s:
@@ -88,8 +89,9 @@ def _patterns_list(args: argparse.Namespace) -> int:
                 if (args.all or p.enabled) and (not args.category or p.category == args.category)]
     for p in rows:
         flags = ",".join(f for f, on in (("disabled", not p.enabled), ("flagged", p.flagged)) if on)
+        ref = (library_meta().get(p.id) or {}).get("reference") or "-"
         print(f"{p.id:<45} {p.category:<30} {p.kind:<7} {p.severity:<8} {p.source:<9} "
-              f"{flags or '-':<10} {p.title}")
+              f"{flags or '-':<10} {p.title}  [source: {ref}]")
     print(f"{len(rows)} pattern(s)", file=sys.stderr)
     return 0
 
@@ -97,6 +99,7 @@ def _patterns_list(args: argparse.Namespace) -> int:
 def _patterns_show(args: argparse.Namespace) -> int:
     from kb import KbError
     from kb.feedback import feedback_for
+    from kb.library import provenance
     from kb.models import FaultPattern
     from kb.patterns_io import pattern_to_dict
 
@@ -108,6 +111,7 @@ def _patterns_show(args: argparse.Namespace) -> int:
         fb = feedback_for(s, pattern_id=p.id)
         d["feedback"] = {"confirmed": sum(f.verdict == "confirm" for f in fb),
                          "rejected": sum(f.verdict == "reject" for f in fb)}
+        d.update(provenance(p.id, p.signature))
     sys.stdout.write(yaml.safe_dump(d, sort_keys=False, allow_unicode=True, width=100))
     return 0
 

@@ -25,6 +25,7 @@ from engine.parse import Progress
 from kb import db as kbdb
 from kb import diagnoses, pools
 from kb.matcher import load_matcher
+from kb.signals import match_signals
 
 
 @dataclass
@@ -116,7 +117,10 @@ def triage(req: TriageRequest, progress: Progress | None = None,
             if not req.no_match:
                 phase("matching")
                 fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
-                roots = [m for m in load_matcher(s).match_templates(fresh) if m.kind == "root"]
+                matcher = load_matcher(s)
+                roots = [m for m in matcher.match_templates(fresh) if m.kind == "root"]
+                if not roots:  # a fault without an error line of its own: the per-node signals
+                    roots = match_signals(failed, matcher, fresh)
                 if roots:
                     diagnosis.matches = roots
                     diagnosis.status = "matched"

@@ -4,8 +4,10 @@ All signature entries of all patterns go into one RE2 ``Set``; each raw line (te
 example) is scanned once and the set reports every entry that matches. RE2 runs in linear time,
 so no signature can make matching hang, whatever an SRE typed in.
 
-Ranking: root causes before cascades, then severity (critical > high > medium > low), then
-the earliest evidence, then library order.
+Ranking: root causes before cascades; then a match that another match explains (library
+``explains`` data: an Xid before the NCCL error it caused, a host OOM before the SIGKILL, a full
+disk before the checkpoint exception) after the one that explains it; then severity (critical >
+high > medium > low), the earliest evidence, library order.
 """
 from __future__ import annotations
 
@@ -35,6 +37,21 @@ class _Pattern:
     remediation: str
     kind: str
     severity: str
+    explains: tuple[str, ...] = ()
+
+    def explains_id(self, other: str) -> bool:
+        """Whether this pattern's ``explains`` names ``other`` (exact id or ``prefix-*``)."""
+        return any(other.startswith(e[:-1]) if e.endswith("*") else other == e for e in self.explains)
+
+
+def _explains_of(p: Any, pid: str) -> tuple[str, ...]:
+    """A pattern's explains list: its own field if it has one, else the built-in library's."""
+    own = _field(p, "explains")
+    if own is not None:
+        return tuple(own)
+    from kb.library import library_meta
+
+    return tuple(library_meta().get(pid, {}).get("explains") or ())
 
 
 @dataclass
@@ -78,7 +95,7 @@ class Matcher:
             self.patterns.append(_Pattern(
                 id=pid, title=_field(p, "title", pid), category=_field(p, "category", ""),
                 remediation=_field(p, "remediation", "") or "", kind=_field(p, "kind", "root"),
-                severity=_field(p, "severity", "medium")))
+                severity=_field(p, "severity", "medium"), explains=_explains_of(p, pid)))
         self._compiled = bool(self._owner)
         if self._compiled:
             try:
@@ -106,10 +123,30 @@ class Matcher:
         if len(h.evidence) < MAX_EVIDENCE and line not in h.evidence:
             h.evidence.append(line)
 
+    def _explained_depth(self, hits: dict[int, _Hit]) -> dict[int, int]:
+        """For each hit: 0 if no other hit explains it, else 1 + the depth of its deepest explainer
+        (an explanation chain; cycles count once)."""
+        ids = {i: self.patterns[i].id for i in hits}
+        explainers = {i: [j for j in hits if j != i and self.patterns[j].explains_id(ids[i])] for i in hits}
+        depth: dict[int, int] = {}
+
+        def walk(i: int, seen: frozenset[int]) -> int:
+            if i not in depth:
+                above = [walk(j, seen | {i}) for j in explainers[i] if j not in seen]
+                depth[i] = 1 + max(above) if explainers[i] and above else (1 if explainers[i] else 0)
+            return depth[i]
+
+        for i in hits:
+            walk(i, frozenset())
+        return depth
+
     def _result(self, hits: dict[int, _Hit]) -> list[Match]:
+        depth = self._explained_depth(hits)
+
         def key(h: _Hit) -> tuple:
             p = self.patterns[h.pattern]
-            return (KIND_RANK.get(p.kind, 1), SEVERITY_RANK.get(p.severity, 9), h.first, h.pattern)
+            return (KIND_RANK.get(p.kind, 1), depth[h.pattern], SEVERITY_RANK.get(p.severity, 9),
+                    h.first, h.pattern)
 
         out = []
         for h in sorted(hits.values(), key=key):

@@ -1,0 +1,164 @@
+"""Signal patterns: faults recognised from the engine's per-node findings rather than a line.
+
+A node that hangs or dies often prints nothing: the evidence is that every other node reports a
+collective timeout or a lost peer while it does not, or that it fell silent or behind in
+iterations. The signals and their thresholds are data (``kb/data/signals.yaml``); this module
+evaluates them on a parsed job (``engine.model.ParsedJob``: per-node last timestamp and last
+iteration, templates with the nodes that logged them) and the line matcher (which nodes each line
+pattern fired on). A signal match is an ``engine.model.Match`` whose evidence names the node, its
+seconds of silence and iterations behind, and the timeouts that name it.
+"""
+from __future__ import annotations
+
+import functools
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from engine.model import CATEGORIES, Match, ParsedJob, TemplateStat
+from kb import KbError
+
+_CONDITIONS = {"lone_node", "all_nodes", "behind_iterations", "min_peer_fraction", "min_nodes",
+               "no_line_root"}
+MAX_TIMEOUT_EVIDENCE = 2
+
+
+@functools.lru_cache(maxsize=1)
+def load_signals() -> dict[str, Any]:
+    """The signal definitions (validated); KbError names the first problem."""
+    text = resources.files("kb").joinpath("data/signals.yaml").read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    if not isinstance(doc, dict) or not isinstance(doc.get("signals"), list):
+        raise KbError("data/signals.yaml: needs a 'signals' list")
+    for s in doc["signals"]:
+        where = f"data/signals.yaml: {s.get('id')!r}"
+        if s.get("category") not in CATEGORIES or s.get("kind") not in ("root", "cascade"):
+            raise KbError(f"{where}: bad category or kind")
+        unknown = set(s.get("when") or {}) - _CONDITIONS
+        if not s.get("when") or unknown:
+            raise KbError(f"{where}: 'when' needs conditions from {sorted(_CONDITIONS)}; "
+                          f"unknown {sorted(unknown)}")
+    if not isinstance(doc.get("peer_patterns"), list) or not doc["peer_patterns"]:
+        raise KbError("data/signals.yaml: needs peer_patterns")
+    return doc
+
+
+def _ts(value: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value[:26]) if value else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class JobFindings:
+    """What the signals read from one job."""
+
+    nodes: list[str]
+    peer_nodes: set[str] = field(default_factory=set)  # nodes where a peer-failure pattern fired
+    peer_lines: list[str] = field(default_factory=list)  # example timeout / lost-peer lines
+    silence: dict[str, float] = field(default_factory=dict)  # node -> seconds before the job's last line
+    behind: dict[str, int] = field(default_factory=dict)  # node -> iterations behind the median
+    line_roots: set[str] = field(default_factory=set)  # root-kind line patterns that fired anywhere
+
+
+def findings(parsed: ParsedJob, matcher: Any, templates: Sequence[TemplateStat] | None = None) -> JobFindings:
+    """Per-node silence and lag, and where the peer-failure line patterns fired."""
+    peers = set(load_signals()["peer_patterns"])
+    nodes = sorted(parsed.node_counts)
+    out = JobFindings(nodes=nodes)
+    for t in templates if templates is not None else parsed.templates:
+        for line in t.examples or [t.template]:
+            found = matcher.scan(line)
+            out.line_roots.update(matcher.patterns[i].id for i in found if matcher.patterns[i].kind == "root")
+            hit = {matcher.patterns[i].id for i in found}
+            if hit & peers:
+                out.peer_nodes.update(t.nodes)
+                if len(out.peer_lines) < MAX_TIMEOUT_EVIDENCE and line not in out.peer_lines:
+                    out.peer_lines.append(line)
+                break
+    times = {n: _ts(parsed.node_last_ts.get(n)) for n in nodes}
+    known = [t for t in times.values() if t is not None]
+    if len(known) >= 2:
+        latest = max(known)
+        out.silence = {n: (latest - t).total_seconds() for n, t in times.items() if t is not None}
+    iters = {n: parsed.node_last_iter[n] for n in nodes if n in parsed.node_last_iter}
+    if len(iters) >= 2:
+        median = statistics.median(iters.values())
+        out.behind = {n: int(median - i) for n, i in iters.items()}
+    return out
+
+
+def _evidence(f: JobFindings, node: str | None, limit: float) -> list[str]:
+    lines = []
+    if node is not None:
+        parts = [f"node {node}"]
+        if node in f.silence:
+            parts.append(f"silent {f.silence[node]:.0f} s before the job's last line"
+                         if f.silence[node] >= limit else "kept logging to the end")
+        if f.behind.get(node, 0) > 0:
+            parts.append(f"{f.behind[node]} iteration(s) behind the others")
+        if node not in f.peer_nodes:
+            parts.append("reported no timeout itself")
+        lines.append("; ".join(parts))
+    peers = len(f.peer_nodes - ({node} if node else set()))
+    lines.append(f"{peers} of {len(f.nodes) - (1 if node else 0)} other node(s) report a timeout or lost peer"
+                 if node else f"all {peers} node(s) report a timeout or lost peer")
+    return lines + [f"timeout: {line}" for line in f.peer_lines]
+
+
+def _suspect(f: JobFindings, when: dict[str, Any], limit: float) -> tuple[bool, str | None]:
+    """Whether one signal's conditions hold, and the node it names (None for job-wide signals)."""
+    n = len(f.nodes)
+    if n < when.get("min_nodes", 2) or not f.peer_nodes:
+        return False, None
+    if when.get("no_line_root") and f.line_roots:
+        return False, None
+    if when.get("all_nodes"):
+        quiet = [x for x in f.nodes if f.silence.get(x, 0.0) >= limit or f.behind.get(x, 0) > 0]
+        return set(f.nodes) <= f.peer_nodes and not quiet, None
+    need = when.get("min_peer_fraction", 0.8)
+    if when.get("lone_node"):
+        missing = [x for x in f.nodes if x not in f.peer_nodes]
+        if len(missing) != 1:
+            return False, None
+        return (n - 1) and len(f.peer_nodes) / (n - 1) >= need, missing[0]
+    if "behind_iterations" in when:
+        slow = [x for x in f.nodes if f.behind.get(x, 0) >= when["behind_iterations"]
+                and f.silence.get(x, 0.0) < limit]
+        if len(slow) != 1:
+            return False, None
+        others = set(f.nodes) - {slow[0]}
+        return len(f.peer_nodes & others) / len(others) >= need, slow[0]
+    return False, None
+
+
+def match_signals(parsed: ParsedJob, matcher: Any,
+                  templates: Sequence[TemplateStat] | None = None) -> list[Match]:
+    """The signal patterns that hold for a parsed job, most specific first (a named node before a
+    job-wide signal). ``templates``: the events to read (default: all of the job's)."""
+    doc = load_signals()
+    limit = float(doc.get("silence_seconds", 30))
+    f = findings(parsed, matcher, templates)
+    out: list[tuple[int, Match]] = []
+    for s in doc["signals"]:
+        ok, node = _suspect(f, s["when"], limit)
+        if ok:
+            out.append((0 if node else 1, Match(
+                pattern_id=s["id"], title=s["title"] + (f": {node}" if node else ""), category=s["category"],
+                remediation=" ".join(str(s.get("remediation", "")).split()),
+                evidence=_evidence(f, node, limit), kind=s["kind"])))
+    return [m for _, m in sorted(out, key=lambda x: x[0])]
+
+
+def suspect_node(matches: Iterable[Match]) -> str | None:
+    """The node a list of signal matches names first (``node X; ...`` evidence), if any."""
+    for m in matches:
+        if m.pattern_id.startswith("signal-") and m.evidence and m.evidence[0].startswith("node "):
+            return m.evidence[0].split(";")[0][len("node "):]
+    return None
