@@ -198,7 +198,7 @@ def register(app: App, bot: BotServices) -> None:
             return
         job = str(stored.data.get("job_id") or "job")
         try:
-            html = render_html(diagnosis_from_dict(stored.data))
+            html = render_html(diagnosis_from_dict(stored.data), diagnosis_id=stored.id)
         except Exception:  # noqa: BLE001 - one line for the user, the trace in the bot's log
             log.exception("report of diagnosis %s failed", stored.id)
             _tell(client, body, "Sorry, the report could not be made; the bot's log has the details.",

@@ -122,6 +122,7 @@ def test_not_the_cause_and_full_report(tmp_path: Path, log_root: Path):
         assert up.completed and up.thread_ts == bot.thread_of(summary) and up.channel == "C1"
         assert up.filename.endswith(".html") and b"MyStore client lost lease" in up.content
         assert b"<!channel>" not in up.content
+        assert b"id='diagnosis-id'>" in up.content  # the ID `l4 patterns confirm` takes
 
 
 def test_an_expired_form_trigger_is_told_not_dropped(tmp_path: Path, log_root: Path):
