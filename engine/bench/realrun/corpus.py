@@ -4,12 +4,14 @@ Layout (what `l4 bench eval` reads)::
 
     OUT/cases.json
     OUT/<case>/failed/<node>/...log.gz   OUT/<case>/history/h1/...   OUT/<case>/truth.json
-    OUT/.history/   the succeeded runs per style, reused by later calls (delete it to run them again)
+    OUT/_history/<style>-h1/...   the succeeded runs per style; every case's history/h* links to them,
+                                  and later calls reuse them (delete the folder to run them again)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import sys
@@ -22,6 +24,7 @@ from engine.bench.realrun.launch import RunResult, run_job
 from engine.bench.realrun.layout import LogFile, log_files, read_job, write_job
 from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans, kind_spec, plan_run
 
+HISTORY = "_history"
 HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1}  # hf runs cost the most (transformers on every rank)
 SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "torch-2.13.0-cpu"},
             "megatron": {"model": "gpt-tiny-64", "framework": "megatron", "image": "torch-2.13.0-cpu"},
@@ -111,10 +114,10 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
     for style in sorted({p.style for p in plans}):
         history[style] = []
         for n in range(1, HISTORY_RUNS[style] + 1):
-            dst = out / ".history" / f"{style}-h{n}"
+            dst = out / HISTORY / f"{style}-h{n}"
             t0 = time.monotonic()
             history[style].append(dst)
-            resume[style] = out / ".history" / f".resume-{style}.pt"
+            resume[style] = out / HISTORY / f".resume-{style}.pt"
             if (dst / "job.json").is_file() and resume[style].is_file():
                 continue  # from an earlier call: a corpus grown kind by kind shares its history runs
             if dst.is_dir():
@@ -135,8 +138,9 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
             say(f"SKIPPED {exc} ({time.monotonic() - t0:.0f} s)")
             continue
         write_job(case / "failed", log_files(res), _job_json(plan.name, "failed", plan.style, res))
-        for n, h in enumerate(history[plan.style], 1):
-            shutil.copytree(h, case / "history" / f"h{n}")
+        (case / "history").mkdir()
+        for n, h in enumerate(history[plan.style], 1):  # links: the corpus stays small, git stays honest
+            (case / "history" / f"h{n}").symlink_to(os.path.relpath(h, case / "history"))
         (case / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n")
         index[plan.name] = {"case_id": plan.name, "path": plan.name, "kind": plan.kind, "style": plan.style,
                             "category": truth["category"], "split": truth["split"], "source": truth["source"],

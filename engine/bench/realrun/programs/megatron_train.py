@@ -44,7 +44,7 @@ def on_sigterm(signum: int, frame: object) -> None:
     sys.exit(1)
 
 
-def save_checkpoint(iteration: int, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+def save_checkpoint(iteration: int, model: torch.nn.Module, opt: DistributedAdam) -> None:
     ckpt = os.path.join(C.WORK, "ckpt")
     print_rank_0(f"saving checkpoint at iteration {iteration:7d} to {ckpt}")
     if dist.get_rank() == 0:
@@ -57,6 +57,36 @@ def save_checkpoint(iteration: int, model: torch.nn.Module, opt: torch.optim.Opt
             f.write(str(iteration))
     dist.barrier()
     print_rank_0(f"  successfully saved checkpoint at iteration {iteration:7d} to {ckpt}")
+
+
+class DistributedAdam:
+    """Adam over the all-reduced gradients, written out as Megatron's own optimizer wrapper does (and
+    without torch.optim, whose first use costs every rank a torch._dynamo import)."""
+
+    def __init__(self, params: list[torch.nn.Parameter], lr: float, betas: tuple[float, float] = (0.9, 0.95),
+                 eps: float = 1e-8) -> None:
+        self.params, self.lr, self.betas, self.eps, self.t = params, lr, betas, eps, 0
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        for p, m, v in zip(self.params, self.m, self.v, strict=True):
+            if p.grad is None:
+                continue
+            m.mul_(b1).add_(p.grad, alpha=1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            denom = (v / (1 - b2 ** self.t)).sqrt_().add_(self.eps)
+            p.addcdiv_(m, denom, value=-self.lr / (1 - b1 ** self.t))
+
+    def state_dict(self) -> dict:
+        return {"step": self.t, "exp_avg": self.m, "exp_avg_sq": self.v, "lr": self.lr}
 
 
 def allreduce_grads(model: torch.nn.Module) -> None:
@@ -104,7 +134,7 @@ def main() -> None:
         print_rank_0(f"  successfully loaded checkpoint from {resume} at iteration {start}")
     for p in model.parameters():  # all data-parallel ranks start from rank 0's weights
         dist.broadcast(p.data, 0)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt = DistributedAdam(list(model.parameters()), lr=3e-3)
     print_rank_0("> learning rate decay style: cosine")
     print_datetime("after model, optimizer, and learning rate scheduler are built")
     print_rank_0("done with setup ...")
@@ -131,8 +161,7 @@ def main() -> None:
         lr = 3e-3 * min(1.0, it / 5) * 0.5 * (1 + math.cos(math.pi * it / total))
         if C.active("nan_loss", it):
             lr = float("inf")
-        for g in opt.param_groups:
-            g["lr"] = lr
+        opt.lr = lr
         opt.step()
         reduced = loss.detach().clone()
         dist.all_reduce(reduced)
