@@ -94,7 +94,8 @@ def cmd_realrun_generate(args: argparse.Namespace) -> int:
     if args.per_kind < 1:
         raise JobError("--per-kind must be at least 1")
     try:
-        rows = generate(Path(args.out), split(args.kinds), split(args.styles), per_kind=args.per_kind)
+        rows = generate(Path(args.out), split(args.kinds), split(args.styles), per_kind=args.per_kind,
+                        cases=split(args.cases))
     except ValueError as exc:
         raise JobError(str(exc)) from None
     print(f"{len(rows)} cases in {args.out}")
@@ -162,6 +163,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rg.add_argument("--kinds", help="comma-separated fault kinds (default: all in kinds.yaml)")
     rg.add_argument("--styles", help="comma-separated program styles: ddp, megatron, hf (default: all)")
     rg.add_argument("--per-kind", type=int, default=2, help="cases per fault kind (default 2)")
+    rg.add_argument("--cases", help="comma-separated case names: run only these again")
     rg.set_defaults(func=cmd_realrun_generate)
     rc = rsub.add_parser("check", help="is a corpus well formed (root lines verbatim, splits, kinds)")
     rc.add_argument("corpus")

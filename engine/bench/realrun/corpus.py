@@ -61,9 +61,10 @@ def truth_of(plan: RunPlan, files: list[LogFile], ranks: dict[tuple[str, int], i
     labels = label(plan, files, {k: {"rank": r} for k, r in ranks.items()})
     if not labels["root_lines"]:
         raise InjectionNotObserved(f"{plan.name}: no root line of {plan.kind} in the logs")
-    fnode = plan.nodes[plan.fault_node] if plan.fault_node is not None else None
-    fault_ranks = sorted(r for (node, loc), r in ranks.items()
-                         if node == fnode and loc in plan.fault_locals) if plan.scope == "local" else []
+    fnode = plan.nodes[plan.fault_node] if plan.scope == "local" and plan.fault_node is not None else None
+    fault_ranks = sorted(r for (node, loc), r in ranks.items() if node == fnode and loc in plan.fault_locals)
+    if plan.scope == "rank0":
+        fnode, fault_ranks = next((node for (node, _), r in ranks.items() if r == 0), None), [0]
     iteration = {"step": plan.step, "next": plan.step + 1, "none": None}[spec.get("iteration", "none")]
     return {
         "case_id": plan.name, "kind": plan.kind, "category": spec["category"], "style": plan.style,
@@ -99,15 +100,22 @@ def relabel(root: Path) -> int:
 
 
 def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None = None, *, per_kind: int = 2,
-             scratch: Path | None = None, log: Callable[[str], None] | None = None) -> list[dict]:
-    """Run and label the corpus into ``out``; returns the index rows (also in ``out/cases.json``)."""
+             cases: list[str] | None = None, scratch: Path | None = None,
+             log: Callable[[str], None] | None = None) -> list[dict]:
+    """Run and label the corpus into ``out``; returns the index rows (also in ``out/cases.json``).
+    ``cases`` runs only the named cases of the corpus (to run one again)."""
     say = log or (lambda m: print(m, file=sys.stderr))
     out.mkdir(parents=True, exist_ok=True)
     scratch = scratch or out / ".scratch"
     plans = case_plans(kinds, styles, per_kind)
+    splits = assign_splits({p.name: p.kind or "" for p in plans})
+    if cases:
+        unknown = sorted(set(cases) - {p.name for p in plans})
+        if unknown:
+            raise ValueError(f"no such cases: {', '.join(unknown)}")
+        plans = [p for p in plans if p.name in cases]
     index_path = out / "cases.json"
     index = {r["case_id"]: r for r in json.loads(index_path.read_text())} if index_path.is_file() else {}
-    splits = assign_splits({p.name: p.kind or "" for p in plans})
     history: dict[str, list[Path]] = {}
     resume: dict[str, Path] = {}
     t_all = time.monotonic()
@@ -133,6 +141,8 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
                       resume=resume[plan.style] if plan.kind == "ckpt_load_corrupt" else None)
         ranks = {k: int(v["rank"]) for k, v in res.ranks.items()}
         try:
+            if all(code == 0 for code in res.returncodes.values()):
+                raise InjectionNotObserved(f"{plan.name}: the job did not fail")
             truth = truth_of(plan, log_files(res), ranks, splits[plan.name])
         except InjectionNotObserved as exc:
             say(f"SKIPPED {exc} ({time.monotonic() - t0:.0f} s)")

@@ -205,3 +205,11 @@ def test_a_killed_rank_is_found_in_its_launchers_lines(tmp_path):
     res.agent_out[plan.nodes[plan.fault_node]] = text
     truth = label(plan, log_files(res), res.ranks)
     assert len(truth["root_lines"]) == 3 and all("-9" in ln or "Signal 9" in ln for ln in truth["root_lines"])
+
+
+def test_generate_refuses_unknown_cases_before_running_anything(tmp_path):
+    from engine.bench.realrun.corpus import generate
+
+    with pytest.raises(ValueError, match="no such cases: nope-ddp-1"):
+        generate(tmp_path / "out", cases=["nope-ddp-1"])
+    assert not (tmp_path / "out" / "_history").exists()

@@ -73,7 +73,8 @@ def main() -> None:
         output_dir=os.path.join(C.WORK, "ckpt"), max_steps=C.STEPS, per_device_train_batch_size=MICRO,
         learning_rate=3e-3, warmup_steps=3, logging_steps=1, save_strategy="steps", save_steps=C.SAVE_EVERY,
         use_cpu=True, ddp_backend="gloo", ddp_timeout=int(C.TIMEOUT_S), dataloader_num_workers=1,
-        report_to="none", seed=C.SEED, disable_tqdm=False, save_total_limit=2)
+        report_to="none", seed=C.SEED, disable_tqdm=False, save_total_limit=2,
+        logging_nan_inf_filter=False)
     log.info(f"Process rank: {args.process_index}, device: {args.device}, n_gpu: {args.n_gpu}, "
              f"distributed training: {args.parallel_mode.value == 'distributed'}")
     data = LMShard(Shard(shard_path(), MICRO))
