@@ -21,7 +21,7 @@ from engine.ingest import discover
 from engine.model import Diagnosis
 from engine.parse import Progress, parse_jobs
 from kb import db as kbdb
-from kb import diagnoses, pools
+from kb import diagnoses, pools, requests
 from kb.matcher import load_matcher
 
 
@@ -41,6 +41,9 @@ class TriageRequest:
     slack_thread_ts: str | None = None
     settings: Settings | None = None  # default: Settings.from_env()
     local_paths: bool = True  # False for text from chat: only job IDs and report links resolve
+    # the bot's durable request (kb.requests) this analysis answers: it records the diagnosis' ID in
+    # the transaction that stores it, so a restart never analyses a stored request twice
+    bot_request_id: int | None = None
 
 
 @dataclass
@@ -93,6 +96,8 @@ def triage(req: TriageRequest, progress: Progress | None = None,
             diagnosis_id = diagnoses.store(s, diagnosis, job.settings, requested_at=req.requested_at,
                                            slack_channel=req.slack_channel,
                                            slack_thread_ts=req.slack_thread_ts)
+            if req.bot_request_id is not None:
+                requests.set_diagnosis(s, req.bot_request_id, diagnosis_id)
             s.commit()
     finally:
         if req.engine is None:
