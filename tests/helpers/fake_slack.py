@@ -67,6 +67,22 @@ class _Failure:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class _Rule:
+    method: str
+    where: Callable[[dict[str, Any]], bool]
+    failure: _Failure | None  # None: answer normally, ``delay`` seconds late
+    left: int | None  # None: every matching call
+    delay: float = 0.0
+
+    def applies(self, method: str, params: dict[str, Any]) -> bool:
+        if method != self.method or self.left == 0 or not self.where(params):
+            return False
+        if self.left is not None:
+            self.left -= 1
+        return True
+
+
 class FakeSlack:
     """A threaded HTTP server that plays the Slack Web API."""
 
@@ -76,6 +92,7 @@ class FakeSlack:
         self.usergroups: dict[str, list[str]] = dict(usergroups or {})
         self._failures: dict[str, list[_Failure]] = {}
         self._delays: dict[str, list[float]] = {}
+        self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._ts = itertools.count(1)
@@ -139,6 +156,22 @@ class FakeSlack:
             self._failures.setdefault(method, []).extend(
                 _Failure(status, {"ok": False, "error": error}, headers) for _ in range(times))
 
+    def fail_matching(self, method: str, where: Callable[[dict[str, Any]], bool], *, status: int = 500,
+                      error: str = "internal_error", times: int | None = None,
+                      retry_after: int | None = None) -> None:
+        """Answer calls of ``method`` whose params satisfy ``where`` with an error (``times`` of
+        them; None: all), e.g. ``msg_too_long`` (status 200) for summaries with log examples."""
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+        with self._lock:
+            self._rules.append(_Rule(method, where, _Failure(status, {"ok": False, "error": error}, headers),
+                                     times))
+
+    def delay_matching(self, method: str, where: Callable[[dict[str, Any]], bool], seconds: float, *,
+                       times: int = 1) -> None:
+        """Answer ``times`` calls of ``method`` whose params satisfy ``where`` ``seconds`` late."""
+        with self._lock:
+            self._rules.append(_Rule(method, where, None, times, seconds))
+
     def delay_next(self, method: str, seconds: float, *, times: int = 1) -> None:
         """Answer the next ``times`` calls of ``method`` ``seconds`` late (they take effect at once)."""
         with self._lock:
@@ -147,9 +180,9 @@ class FakeSlack:
     def thread(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
         """The messages of a thread (its parent, if the bot posted it, and the replies), oldest first."""
         with self._lock:
-            return self._thread(channel, thread_ts)
+            return self._thread_messages(channel, thread_ts)
 
-    def _thread(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
+    def _thread_messages(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
         found = [m for (ch, ts), m in self.messages.items()
                  if ch == channel and (ts == thread_ts or m.get("thread_ts") == thread_ts)]
         return sorted(found, key=lambda m: float(m["ts"]))
@@ -265,7 +298,7 @@ class FakeSlack:
             return {"ok": True, "channel": ch,
                     "permalink": f"https://l4-test.slack.com/archives/{ch}/p{ts.replace('.', '')}"}
         if method == "conversations.replies":
-            found = self._thread(str(params.get("channel")), str(params.get("ts")))
+            found = self._thread_messages(str(params.get("channel")), str(params.get("ts")))
             return {"ok": True, "messages": [dict(m) for m in found], "has_more": False}
         if method == "conversations.info":
             ch = str(params.get("channel"))
@@ -318,6 +351,9 @@ class FakeSlack:
                     failure = queue.pop(0) if queue else None
                     delays = fake._delays.get(method)
                     delay = delays.pop(0) if delays and failure is None else 0.0
+                    for rule in fake._rules:
+                        if failure is None and not delay and rule.applies(method, params):
+                            failure, delay = rule.failure, rule.delay
                     if failure is None:
                         status, answer, extra = 200, fake._answer(method, params), {}
                     else:
