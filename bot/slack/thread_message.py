@@ -39,6 +39,7 @@ class ThreadMessage:
         self.on_posted = on_posted or (lambda _ts: None)
         self.phase_name: str | None = None
         self.last = 0.0
+        self.unsure = False  # a post got no answer: it may have gone through (a stray to clean up)
 
     # -- the progress message ----------------------------------------------------------------------
     def post(self, step: str | None = None) -> str | None:
@@ -53,9 +54,10 @@ class ThreadMessage:
             self._posted(str(posted["ts"]))
         except Exception as exc:  # noqa: BLE001 - timeouts and network errors too: the request lives on
             log.warning("cannot post the progress message of %s: %s", self.label, slack_error(exc))
+            self.unsure = True
             found = self._find_posted()
             if found:
-                self._posted(found)
+                self._posted(found[-1])
         return self.ts
 
     def _posted(self, ts: str) -> None:
@@ -65,17 +67,16 @@ class ThreadMessage:
         except Exception:  # noqa: BLE001 - recording it is for a restart; the work goes on
             log.warning("cannot record the progress message of %s", self.label, exc_info=True)
 
-    def _find_posted(self) -> str | None:
-        """The bot's "Diagnosing <label>…" message in the thread, if a post went through unanswered."""
+    def _find_posted(self) -> list[str]:
+        """The bot's "Diagnosing <label>…" messages in the thread (posts that went through unanswered)."""
         wanted = progress_message(self.label)[0]
         try:
             replies = self.client.conversations_replies(channel=self.channel, ts=self.thread_ts, limit=200)
         except Exception as exc:  # noqa: BLE001
             log.warning("cannot look for the progress message of %s: %s", self.label, slack_error(exc))
-            return None
-        mine = [m for m in replies.get("messages") or []
+            return []
+        return [str(m["ts"]) for m in replies.get("messages") or []
                 if m.get("bot_id") and str(m.get("text") or "") == wanted and m.get("ts")]
-        return str(mine[-1]["ts"]) if mine else None
 
     def step(self, text: str) -> None:
         """Say ``text`` under "Diagnosing …" now (e.g. resumed after a restart)."""
@@ -115,13 +116,28 @@ class ThreadMessage:
                 pause *= 2
             for text, blocks in forms:
                 if self._show(text, blocks):
+                    if self.unsure:
+                        self._settle_strays()
                     return True
         log.error("cannot post the answer for %s in %s/%s", self.label, self.channel, self.thread_ts)
         return False
 
+    def _settle_strays(self) -> None:
+        """A "Diagnosing …" post that went through although its answer was lost points to the answer."""
+        for ts in self._find_posted():
+            if ts != self.ts:
+                text = f"The answer for {escape(self.label)} is in this thread."
+                try:
+                    self.client.chat_update(channel=self.channel, ts=ts, text=text,
+                                            blocks=[{"type": "section", "text": text_object(text)}])
+                except Exception as exc:  # noqa: BLE001 - cosmetic
+                    log.warning("cannot settle a stray progress message of %s: %s", self.label,
+                                slack_error(exc))
+
     def _show(self, text: str, blocks: list) -> bool:
         try:
             if self.ts is None:
+                self.unsure = True  # if this answer is lost, the message may still be there
                 posted = self.client.chat_postMessage(channel=self.channel, thread_ts=self.thread_ts,
                                                       text=text, blocks=blocks)
                 self._posted(str(posted["ts"]))
