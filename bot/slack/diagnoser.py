@@ -235,7 +235,8 @@ class Diagnoser:
             with kbdb.session(self.engine) as s:
                 requests.set_message(s, request_id, new_ts)
                 s.commit()
-        return ThreadMessage(self.client, where.channel, where.thread_ts, ref, ts, on_posted=record)
+        return ThreadMessage(self.client, where.channel, where.thread_ts, ref, ts, on_posted=record,
+                             give_up=self._killing)
 
     def _work(self, request_id: int, resumed: bool) -> None:
         if self._stopping.is_set():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,9 +34,11 @@ Message = tuple[str, list[dict[str, Any]]]
 
 class ThreadMessage:
     def __init__(self, client: WebClient, channel: str, thread_ts: str, label: str, ts: str | None = None,
-                 on_posted: Callable[[str], None] | None = None) -> None:
+                 on_posted: Callable[[str], None] | None = None,
+                 give_up: threading.Event | None = None) -> None:
         self.client, self.channel, self.thread_ts, self.label = client, channel, thread_ts, label
         self.ts = ts
+        self.give_up = give_up  # set: one round of the answer's forms only (the bot is stopping)
         self.on_posted = on_posted or (lambda _ts: None)
         self.phase_name: str | None = None
         self.last = 0.0
@@ -112,6 +115,8 @@ class ThreadMessage:
         pause = FINAL_PAUSE_SECONDS
         for round_no in range(FINAL_ROUNDS):
             if round_no:
+                if self.give_up is not None and self.give_up.is_set():
+                    break
                 time.sleep(pause)
                 pause *= 2
             for text, blocks in forms:

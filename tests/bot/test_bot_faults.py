@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from sqlmodel import select
@@ -19,6 +20,7 @@ from tests.helpers.slack_bot import BotProcess, answer_id, thread_answer
 from tests.helpers.slack_requests import message_event
 
 DEV = "UDEV0001"
+T = TypeVar("T")
 SLOW_SECONDS = 60.0  # a report server this slow holds an analysis until the test lets it go
 
 
@@ -30,27 +32,23 @@ def jobs(tmp_path: Path) -> Path:
     return root
 
 
-def _diagnoses(tmp_path: Path) -> list[DiagnosisRecord]:
+def _rows(tmp_path: Path, table: type[T]) -> list[T]:
+    """The rows of ``table`` in the bot's knowledge base."""
     engine = kbdb.make_engine(f"sqlite:///{tmp_path / 'kb.db'}")
     try:
         with kbdb.session(engine) as s:
-            return list(s.exec(select(DiagnosisRecord)))
+            return list(s.exec(select(table)))
     finally:
         engine.dispose()
 
 
 def _requests(tmp_path: Path) -> list[BotRequest]:
-    engine = kbdb.make_engine(f"sqlite:///{tmp_path / 'kb.db'}")
-    try:
-        with kbdb.session(engine) as s:
-            return list(s.exec(select(BotRequest)))
-    finally:
-        engine.dispose()
+    return _rows(tmp_path, BotRequest)
 
 
 def _one_diagnosis_each(tmp_path: Path, threads: list[str]) -> None:
     per_thread: dict[str, int] = {}
-    for d in _diagnoses(tmp_path):
+    for d in _rows(tmp_path, DiagnosisRecord):
         per_thread[str(d.slack_thread_ts)] = per_thread.get(str(d.slack_thread_ts), 0) + 1
     assert {t: per_thread.get(t, 0) for t in threads} == {t: 1 for t in threads}
 
