@@ -117,7 +117,8 @@ class ProcessRunner:
 
     def __init__(self) -> None:
         self._ctx = multiprocessing.get_context("forkserver")
-        self._ctx.set_forkserver_preload([__name__])
+        self._ctx.set_forkserver_preload([__name__, "bot.resolve", "engine.diagnose", "engine.filter",
+                                          "engine.parse", "kb.matcher"])
 
     def warm(self) -> None:
         """Start the fork server now (it imports the engine: seconds) rather than at the first job."""

@@ -175,7 +175,11 @@ class Diagnoser:
         return taken
 
     def _submit(self, request_id: int, resumed: bool = False) -> None:
-        future = self.pool.submit(self._work, request_id, resumed)
+        try:
+            future = self.pool.submit(self._work, request_id, resumed)
+        except RuntimeError:  # the pool is shut down: the bot is stopping; the row stays queued
+            log.info("request %s stays queued for the next start", request_id)
+            return
         with self._lock:
             self._futures.add(future)
         future.add_done_callback(self._forget)
