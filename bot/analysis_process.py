@@ -128,10 +128,12 @@ class ProcessRunner:
 
     def run(self, req: TriageRequest, budget: float, events: Events, stop: threading.Event) -> Outcome:
         receiver, sender = self._ctx.Pipe(duplex=False)
-        child = self._ctx.Process(target=_child_main, args=(sender, req, dict(os.environ), os.getcwd()),
-                                  name="l4-analysis")  # not a daemon: big jobs parse in a pool
+        lifeline, alive = self._ctx.Pipe(duplex=False)  # closed when this process ends, however
+        child = self._ctx.Process(target=_child_main, name="l4-analysis",  # not a daemon: big jobs parse
+                                  args=(sender, lifeline, req, dict(os.environ), os.getcwd()))  # in a pool
         child.start()
         sender.close()
+        lifeline.close()
         deadline = time.monotonic() + budget
         try:
             while True:
@@ -161,6 +163,7 @@ class ProcessRunner:
                 _kill_group(child.pid)
             child.join(10)
             receiver.close()
+            alive.close()
 
 
 def _kill_group(pid: int | None) -> None:
@@ -188,14 +191,15 @@ def _exit_reason(code: int | None) -> str:
 
 
 # -- the child process ---------------------------------------------------------------------------
-def _child_main(conn: Connection, req: TriageRequest, env: dict[str, str], cwd: str) -> None:
+def _child_main(conn: Connection, lifeline: Connection, req: TriageRequest, env: dict[str, str],
+                cwd: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the bot
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # drains, then kills what is left
     os.environ.clear()
     os.environ.update(env)  # the fork server's environment is the one of its start
     os.chdir(cwd)
     os.setpgid(0, 0)  # its own group: the bot kills it with its parsing pool, if any
-    _exit_with_parent()
+    _exit_with_the_bot(lifeline)
     from kb import db as kbdb
 
     engine = kbdb.make_engine(req.database_url)  # the bot migrated it already
@@ -203,25 +207,34 @@ def _child_main(conn: Connection, req: TriageRequest, env: dict[str, str], cwd: 
     sender = _Sender(conn)
     try:
         result = triage(req, progress=sender.files, on_phase=sender.phase, on_fetch=sender.fetched)
-        conn.send(("stored", result.diagnosis_id))
+        _send_or_exit(conn, ("stored", result.diagnosis_id))
     except (JobError, KbError, ConfigError) as exc:
-        conn.send(("refused", str(exc)))
+        _send_or_exit(conn, ("refused", str(exc)))
     except Exception as exc:  # noqa: BLE001 - the bot logs the trace, the thread gets one line
-        conn.send(("failed", type(exc).__name__, traceback.format_exc()))
+        _send_or_exit(conn, ("failed", type(exc).__name__, traceback.format_exc()))
     finally:
         engine.dispose()
         conn.close()
 
 
-def _exit_with_parent() -> None:
-    parent = os.getppid()
-
+def _exit_with_the_bot(lifeline: Connection) -> None:
+    """Exit as soon as the bot is gone: its end of ``lifeline`` closes, however it ended (the fork
+    server, our parent, outlives it while analyses run)."""
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)  # the bot (and its fork server) are gone: nobody will read the answer
+        try:
+            lifeline.poll(None)
+        except OSError:
+            pass
+        os._exit(1)  # nobody will read the answer: store nothing
 
-    threading.Thread(target=watch, name="l4-parent-watch", daemon=True).start()
+    threading.Thread(target=watch, name="l4-bot-watch", daemon=True).start()
+
+
+def _send_or_exit(conn: Connection, msg: tuple) -> None:
+    try:
+        conn.send(msg)
+    except OSError:  # the bot stopped listening (it is gone, or gave up on this analysis)
+        os._exit(1)
 
 
 class _Sender:
@@ -235,7 +248,7 @@ class _Sender:
         now = time.monotonic()
         if force or now - self.last >= SEND_EVERY_SECONDS:
             self.last = now
-            self.conn.send(msg)
+            _send_or_exit(self.conn, msg)
 
     def phase(self, name: str) -> None:
         self._send("phase", name, force=True)
