@@ -117,6 +117,7 @@ class ProcessRunner:
 
     def __init__(self) -> None:
         self._ctx = multiprocessing.get_context("forkserver")
+        self.pids: set[int] = set()  # the analysis processes running now
         self._ctx.set_forkserver_preload([__name__, "bot.resolve", "engine.diagnose", "engine.filter",
                                           "engine.parse", "kb.matcher"])
 
@@ -135,6 +136,8 @@ class ProcessRunner:
         sender.close()
         lifeline.close()
         deadline = time.monotonic() + budget
+        if child.pid is not None:
+            self.pids.add(child.pid)
         try:
             while True:
                 if stop.is_set():
@@ -164,6 +167,7 @@ class ProcessRunner:
             child.join(10)
             receiver.close()
             alive.close()
+            self.pids.discard(child.pid or 0)
 
 
 def _kill_group(pid: int | None) -> None:

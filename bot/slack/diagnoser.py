@@ -261,7 +261,7 @@ class Diagnoser:
                     if ref is not None:
                         self.inflight.release(ref)
 
-    def _handle(self, row: BotRequest, resumed: bool) -> None:
+    def _handle(self, row: BotRequest, resumed: bool, retry_note: str | None = None) -> None:
         assert row.id is not None
         where = Where(row.channel, row.thread_ts)
         message = self._message(row.id, row.job_ref, where, row.message_ts)
@@ -287,8 +287,9 @@ class Diagnoser:
         with self._lock:
             self._running.add(row.id)
         message.post()
-        if resumed or taken.attempts > 1:
-            message.step(f"resumed after the bot restarted (attempt {taken.attempts} of {MAX_ATTEMPTS})")
+        if retry_note or resumed or taken.attempts > 1:
+            why = retry_note or "resumed after the bot restarted"
+            message.step(f"{why} (attempt {taken.attempts} of {MAX_ATTEMPTS})")
         outcome = self._analyse(taken, message)
         self._conclude(taken, message, outcome)
 
@@ -332,7 +333,8 @@ class Diagnoser:
                     s.commit()
                 with self._lock:
                     self._running.discard(row.id)
-                self._handle(requests_get(self.engine, row.id), resumed=True)
+                self._handle(requests_get(self.engine, row.id), resumed=False,
+                             retry_note=f"the analysis process died ({outcome.reason}); trying again")
             else:
                 self._end(row.id, message, "abandoned",
                           f"could not finish after {row.attempts} attempts (the analysis process died: "
