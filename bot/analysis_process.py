@@ -23,7 +23,6 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from bot.config import ConfigError
-from bot.triage import TriageRequest, TriageResult, triage
 from engine.ingest import JobError
 from kb import KbError
 
@@ -87,17 +86,23 @@ def _quietly(events: Events, kind: str, args: tuple) -> None:
 
 
 class InlineRunner:
-    """Run ``run_triage`` (a function like ``bot.triage.triage``) in the calling thread."""
+    """Run ``run_triage`` (a function like ``bot.triage.triage``) in the calling thread, on the
+    bot's open knowledge base ``engine``."""
 
     budgeted = False
 
-    def __init__(self, run_triage: Callable[..., TriageResult]) -> None:
+    def __init__(self, run_triage: Callable[..., Any], engine: Any = None) -> None:
         self.run_triage = run_triage
+        self.engine = engine
 
     def warm(self) -> None:
         return
 
-    def run(self, req: TriageRequest, budget: float, events: Events, stop: threading.Event) -> Outcome:
+    def run(self, fields: dict[str, Any], budget: float, events: Events, stop: threading.Event) -> Outcome:
+        from bot.triage import TriageRequest
+
+        req = TriageRequest(**fields, engine=self.engine)
+
         def on(kind: str) -> Callable[..., None]:
             return lambda *args: _quietly(events, kind, args)
         try:
@@ -111,15 +116,15 @@ class InlineRunner:
 
 
 class ProcessRunner:
-    """Run ``bot.triage.triage`` in a child process with a budget (see the module doc)."""
+    """Run ``bot.triage.triage`` in a child process with a budget (see the module doc). The bot
+    itself never imports the engine: ``fields`` are those of a ``bot.triage.TriageRequest``."""
 
     budgeted = True
 
     def __init__(self) -> None:
         self._ctx = multiprocessing.get_context("forkserver")
         self.pids: set[int] = set()  # the analysis processes running now
-        self._ctx.set_forkserver_preload([__name__, "bot.resolve", "engine.diagnose", "engine.filter",
-                                          "engine.parse", "kb.matcher"])
+        self._ctx.set_forkserver_preload([__name__, "bot.triage"])
 
     def warm(self) -> None:
         """Start the fork server now (it imports the engine: seconds) rather than at the first job."""
@@ -127,11 +132,11 @@ class ProcessRunner:
 
         forkserver.ensure_running()
 
-    def run(self, req: TriageRequest, budget: float, events: Events, stop: threading.Event) -> Outcome:
+    def run(self, fields: dict[str, Any], budget: float, events: Events, stop: threading.Event) -> Outcome:
         receiver, sender = self._ctx.Pipe(duplex=False)
         lifeline, alive = self._ctx.Pipe(duplex=False)  # closed when this process ends, however
         child = self._ctx.Process(target=_child_main, name="l4-analysis",  # not a daemon: big jobs parse
-                                  args=(sender, lifeline, req, dict(os.environ), os.getcwd()))  # in a pool
+                                  args=(sender, lifeline, fields, dict(os.environ), os.getcwd()))  # in a pool
         child.start()
         sender.close()
         lifeline.close()
@@ -159,7 +164,8 @@ class ProcessRunner:
                 elif kind == "refused":
                     return Refused(str(args[0]))
                 else:
-                    log.error("diagnosis of %s failed in the analysis process:\n%s", req.job, args[1])
+                    log.error("diagnosis of %s failed in the analysis process:\n%s", fields.get("job"),
+                              args[1])
                     return Failed(str(args[0]))
         finally:
             if child.is_alive():
@@ -195,7 +201,7 @@ def _exit_reason(code: int | None) -> str:
 
 
 # -- the child process ---------------------------------------------------------------------------
-def _child_main(conn: Connection, lifeline: Connection, req: TriageRequest, env: dict[str, str],
+def _child_main(conn: Connection, lifeline: Connection, fields: dict[str, Any], env: dict[str, str],
                 cwd: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the bot
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # drains, then kills what is left
@@ -204,10 +210,11 @@ def _child_main(conn: Connection, lifeline: Connection, req: TriageRequest, env:
     os.chdir(cwd)
     os.setpgid(0, 0)  # its own group: the bot kills it with its parsing pool, if any
     _exit_with_the_bot(lifeline)
+    from bot.triage import TriageRequest, triage
     from kb import db as kbdb
 
-    engine = kbdb.make_engine(req.database_url)  # the bot migrated it already
-    req.engine = engine
+    engine = kbdb.make_engine(fields.get("database_url"))  # the bot migrated it already
+    req = TriageRequest(**fields, engine=engine)
     sender = _Sender(conn)
     try:
         result = triage(req, progress=sender.files, on_phase=sender.phase, on_fetch=sender.fetched)

@@ -19,7 +19,6 @@ from bot.slack.client import make_web_client
 from bot.slack.diagnoser import Diagnoser, Triage
 from bot.slack.knowledge import Knowledge
 from bot.slack.permissions import SrePolicy
-from bot.triage import triage
 from kb.db import open_db
 
 log = logging.getLogger(__name__)
@@ -43,8 +42,9 @@ class BotServices:
     policy: SrePolicy
 
 
-def build_services(settings: Settings, client: WebClient, *, run_triage: Triage = triage) -> BotServices:
-    """The knowledge base (opened and migrated now), the worker pool and the SRE policy."""
+def build_services(settings: Settings, client: WebClient, *, run_triage: Triage | None = None) -> BotServices:
+    """The knowledge base (opened and migrated now), the worker pool and the SRE policy. The
+    analyses run ``bot.triage`` in child processes; ``run_triage`` runs another one in the thread."""
     engine = open_db(settings.database_url)  # opened and migrated once, shared by every service
     return BotServices(
         settings=settings,

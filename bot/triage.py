@@ -10,17 +10,19 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
 from bot.config import Settings
+from bot.resolve import resolve
+from engine.diagnose import analyze
+from engine.filter import candidate_events, normal_pool
+from engine.ingest import discover
 from engine.model import Diagnosis
+from engine.parse import Progress, parse_jobs
 from kb import db as kbdb
-from kb import diagnoses, pools, requests
-
-if TYPE_CHECKING:
-    from engine.parse import Progress
+from kb import diagnoses, pools
+from kb.matcher import load_matcher
 
 
 @dataclass
@@ -59,15 +61,6 @@ def triage(req: TriageRequest, progress: Progress | None = None,
 
     `on_phase` is told each phase as it starts: resolving, parsing, analyzing, matching, storing.
     `on_fetch(bytes done, bytes expected or None)` follows the download of remote logs."""
-    # imported here: the bot process only hands requests to its analysis processes, which import
-    # the engine once (their fork server), so the bot starts without it
-    from bot.resolve import resolve
-    from engine.diagnose import analyze
-    from engine.filter import candidate_events, normal_pool
-    from engine.ingest import discover
-    from engine.parse import parse_jobs
-    from kb.matcher import load_matcher
-
     phase = on_phase or (lambda _name: None)
     phase("resolving")
     settings = req.settings or Settings.from_env()
@@ -104,7 +97,9 @@ def triage(req: TriageRequest, progress: Progress | None = None,
                                            slack_channel=req.slack_channel,
                                            slack_thread_ts=req.slack_thread_ts)
             if req.bot_request_id is not None:
-                requests.set_diagnosis(s, req.bot_request_id, diagnosis_id)
+                from kb import requests as bot_requests
+
+                bot_requests.set_diagnosis(s, req.bot_request_id, diagnosis_id)
             s.commit()
     finally:
         if req.engine is None:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -43,7 +44,6 @@ from bot.slack.mrkdwn import escape
 from bot.slack.thread_message import ThreadMessage, error_forms, summary_forms
 from bot.slack.uploads import OutFile, upload_files
 from bot.sources.netguard import safe_url
-from bot.triage import TriageRequest, TriageResult, triage
 from engine.model import Diagnosis, diagnosis_from_dict
 from kb import db as kbdb
 from kb import diagnoses, requests
@@ -54,7 +54,7 @@ MAX_QUEUED = 20  # analyses queued or running at once; more requests are turned 
 MAX_ATTEMPTS = 3  # analyses started for one request (restarts, crashed analyses) before "ask again"
 LEASE_SECONDS = 120.0  # a running request's holder renews its lease this long, every third of it
 
-Triage = Callable[..., TriageResult]
+Triage = Callable[..., Any]  # like bot.triage.triage
 
 
 @dataclass(frozen=True)
@@ -86,15 +86,15 @@ class AlreadyRunning:
 
 
 class Diagnoser:
-    def __init__(self, settings: Settings, client: WebClient, *, run_triage: Triage = triage,
+    def __init__(self, settings: Settings, client: WebClient, *, run_triage: Triage | None = None,
                  inflight: InFlight | None = None, max_queued: int = MAX_QUEUED,
                  engine: Engine | None = None) -> None:
         self.settings = settings
         self.engine = engine if engine is not None else kbdb.open_db(settings.database_url)
         self.client = client
         self.run_triage = run_triage
-        # the real triage runs in a child process with a budget; an injected one (tests) in the thread
-        self.runner = ProcessRunner() if run_triage is triage else InlineRunner(run_triage)
+        # bot.triage runs in a child process with a budget; an injected triage (tests) in the thread
+        self.runner = ProcessRunner() if run_triage is None else InlineRunner(run_triage, self.engine)
         self.inflight = inflight or InFlight()
         self.pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="l4-diagnose")
         self.max_queued = max_queued
@@ -294,13 +294,11 @@ class Diagnoser:
         self._conclude(taken, message, outcome)
 
     def _analyse(self, row: BotRequest, message: ThreadMessage) -> Outcome:
-        req = TriageRequest(job=row.job_ref, database_url=self.settings.database_url, engine=None,
-                            requested_at=row.created_at, slack_channel=row.channel,
-                            slack_thread_ts=row.thread_ts, settings=self.settings, local_paths=False,
-                            bot_request_id=row.id)
-        if not self.runner.budgeted:
-            req.engine = self.engine  # in this process: the bot's open knowledge base
-        return self.runner.run(req, self.settings.analysis_timeout, message, self._killing)
+        fields = {"job": row.job_ref, "database_url": self.settings.database_url,
+                  "requested_at": row.created_at, "slack_channel": row.channel,
+                  "slack_thread_ts": row.thread_ts, "settings": self.settings, "local_paths": False,
+                  "bot_request_id": row.id}  # a bot.triage.TriageRequest's
+        return self.runner.run(fields, self.settings.analysis_timeout, message, self._killing)
 
     def _conclude(self, row: BotRequest, message: ThreadMessage, outcome: Outcome) -> None:
         assert row.id is not None

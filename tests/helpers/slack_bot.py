@@ -32,7 +32,6 @@ from bot.app import BotServices, build_services, create_app
 from bot.config import Settings
 from bot.serve import http_server
 from bot.slack.client import make_web_client
-from bot.triage import triage
 from tests.helpers.fake_slack import Call, FakeSlack
 from tests.helpers.slack_requests import Reply, block_action, event_body, post_signed, view_submission
 
@@ -42,7 +41,7 @@ SECRET = "test-signing-secret"
 
 
 class BotHarness:
-    def __init__(self, tmp_path: Path, *, log_root: Path, run_triage: Any = triage,
+    def __init__(self, tmp_path: Path, *, log_root: Path, run_triage: Any = None,
                  usergroups: dict[str, list[str]] | None = None, **settings: Any) -> None:
         self.slack = FakeSlack(usergroups=usergroups)
         self.tmp_path = tmp_path

@@ -57,7 +57,7 @@ def test_busy_queue_drain_tells_the_queued_and_a_restart_resumes_them(tmp_path: 
         assert rows["job-0001"].state == "done" and rows["job-0001"].diagnosis_id is not None
         assert rows["job-0002"].state == "queued" and rows["job-0002"].message_ts == queued.message_ts
 
-        after = Diagnoser(settings, make_web_client(settings), run_triage=triage)  # the next start
+        after = Diagnoser(settings, make_web_client(settings))  # the next start: analyses in processes
         try:
             assert after.resume() == 1
             assert after.wait_idle(60)
