@@ -319,7 +319,7 @@ class Diagnoser:
         elif isinstance(outcome, TimedOut):
             self._end(row.id, message, "failed",
                       f"stopped after {outcome.seconds:g} s: the job's logs are too large or unusual for the "
-                      f"bot; try `l4 diagnose {row.job_ref}` on a bigger machine")
+                      f"bot; try `l4 diagnose {_shown(row.job_ref)}` on a bigger machine")
         elif isinstance(outcome, Failed):
             self._end(row.id, message, "failed",
                       f"internal error ({outcome.kind}); the bot's log has the details")
