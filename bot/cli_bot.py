@@ -44,7 +44,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         client = make_web_client(settings)
-        client.timeout = int(max(1, round(settings.slack_timeout)))
+        client.timeout = settings.slack_timeout  # type: ignore[assignment] - urllib takes seconds as float
         services = build_services(settings, client)
         app = create_app(settings, services=services)
     except (BoltError, SlackClientError, OSError) as exc:  # auth.test at start: bad token, no network
