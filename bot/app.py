@@ -14,12 +14,11 @@ from slack_bolt import App
 from slack_sdk import WebClient
 
 from bot.config import Settings
-from bot.slack import commands, interactions, listeners
+from bot.slack import commands, deliveries, interactions, listeners
 from bot.slack.client import make_web_client
 from bot.slack.diagnoser import Diagnoser, Triage
 from bot.slack.knowledge import Knowledge
 from bot.slack.permissions import SrePolicy
-from bot.triage import triage
 from kb.db import open_db
 
 log = logging.getLogger(__name__)
@@ -43,8 +42,9 @@ class BotServices:
     policy: SrePolicy
 
 
-def build_services(settings: Settings, client: WebClient, *, run_triage: Triage = triage) -> BotServices:
-    """The knowledge base (opened and migrated now), the worker pool and the SRE policy."""
+def build_services(settings: Settings, client: WebClient, *, run_triage: Triage | None = None) -> BotServices:
+    """The knowledge base (opened and migrated now), the worker pool and the SRE policy. The
+    analyses run ``bot.triage`` in child processes; ``run_triage`` runs another one in the thread."""
     engine = open_db(settings.database_url)  # opened and migrated once, shared by every service
     return BotServices(
         settings=settings,
@@ -66,6 +66,7 @@ def create_app(settings: Settings, client: WebClient | None = None, *,
         bolt_log.addFilter(_NoTokenSkippedWarning())
     app = App(client=client, signing_secret=settings.slack_signing_secret or "",
               process_before_response=False, logger=bolt_log)
+    deliveries.register(app, services.knowledge.engine)  # first: a redelivery runs no listener
     listeners.register(app, services)
     interactions.register(app, services)
     commands.register(app, services)
@@ -73,6 +74,7 @@ def create_app(settings: Settings, client: WebClient | None = None, *,
     @app.error
     def on_error(error: Exception, body: dict[str, Any]) -> None:
         kind = body.get("type") or (body.get("event") or {}).get("type") or "request"
+        deliveries.forget(services.knowledge.engine, body)  # Slack's retry of it is handled afresh
         log.error("%s failed: %s: %s", kind, type(error).__name__, str(error).splitlines()[0][:200]
                   if str(error) else "")
 

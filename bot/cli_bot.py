@@ -1,9 +1,16 @@
-"""``l4 bot``: run the Slack bot in Socket Mode, or ``--http --port N`` for Slack's HTTP events."""
+"""``l4 bot``: run the Slack bot in Socket Mode, or ``--http --port N`` for Slack's HTTP events.
+
+At start it resumes the requests a stopped or killed bot left unfinished. SIGTERM (systemd,
+Kubernetes) stops it like Ctrl-C: no new events, running analyses get L4_DRAIN_SECONDS to finish,
+the threads of the rest are told they resume at the next start, and it exits 0.
+"""
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+from types import FrameType
 
 from slack_bolt.error import BoltError
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -36,17 +43,25 @@ def _run(args: argparse.Namespace) -> int:
     from bot.slack.client import make_web_client
 
     try:
-        services = build_services(settings, make_web_client(settings))
+        client = make_web_client(settings)
+        client.timeout = settings.slack_timeout  # type: ignore[assignment] - urllib takes seconds as float
+        services = build_services(settings, client)
         app = create_app(settings, services=services)
     except (BoltError, SlackClientError, OSError) as exc:  # auth.test at start: bad token, no network
         print(f"l4 bot: cannot start: {_reason(exc)}", file=sys.stderr)
         return 1
     from bot.scheduler import start_digest_scheduler
 
+    signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+    services.diagnoser.runner.warm()
+    resumed = services.diagnoser.resume()
+    if resumed:
+        print(f"l4 bot: resuming {resumed} request(s) left unfinished", file=sys.stderr, flush=True)
     scheduler = start_digest_scheduler(settings, app.client)  # None unless L4_DIGEST_CHANNEL is set
     if scheduler is not None:
         print(f"l4 bot: digest to {settings.digest_channel} on '{settings.digest_cron}' (UTC)",
               file=sys.stderr, flush=True)
+    handler = None
     try:
         if args.http:
             server = http_server(app, args.host, args.port)
@@ -61,10 +76,31 @@ def _run(args: argparse.Namespace) -> int:
         print("l4 bot: starting in Socket Mode; press Ctrl-C to stop", file=sys.stderr, flush=True)
         handler.start()
         return 0
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C or SIGTERM: drained below
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the drain short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if handler is not None:
+            _close_quietly(handler)  # no new events while draining
         if scheduler is not None:
             scheduler.shutdown(wait=False)
-        services.diagnoser.shutdown(wait=False)  # queued analyses are cancelled and say so
+        print(f"l4 bot: stopping; running analyses get {settings.drain_seconds:g} s to finish",
+              file=sys.stderr, flush=True)
+        left = services.diagnoser.drain(settings.drain_seconds)
+        if left:
+            print(f"l4 bot: {left} request(s) resume at the next start", file=sys.stderr, flush=True)
+
+
+def _stop_like_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _close_quietly(handler: object) -> None:
+    try:
+        handler.close()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - stopping anyway
+        log.debug("closing the Socket Mode connection failed", exc_info=True)
 
 
 def _reason(exc: BaseException) -> str:

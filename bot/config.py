@@ -108,6 +108,9 @@ class Settings:
     sre_users: list[str] = field(default_factory=list)  # Slack user IDs allowed to confirm
     sre_usergroup: str | None = None  # or a Slack user group ID (S…) whose members may confirm
     workers: int = 2  # concurrent analyses in the bot
+    analysis_timeout: float = 600.0  # seconds one bot analysis may take before it is stopped
+    drain_seconds: float = 25.0  # on SIGTERM/Ctrl-C, seconds running analyses get to finish
+    slack_timeout: float = 30.0  # seconds the bot waits for one Slack Web API answer
     digest_channel: str | None = None
     digest_cron: str = DEFAULT_DIGEST_CRON
     # failure-report links and remote logs (bot/sources)
@@ -147,6 +150,9 @@ class Settings:
             sre_users=_list("L4_SRE_USERS"),
             sre_usergroup=os.environ.get("L4_SRE_USERGROUP") or None,
             workers=workers,
+            analysis_timeout=_positive("L4_ANALYSIS_TIMEOUT", 600.0, float),
+            drain_seconds=_positive("L4_DRAIN_SECONDS", 25.0, float),
+            slack_timeout=_positive("L4_SLACK_TIMEOUT", 30.0, float),
             digest_channel=os.environ.get("L4_DIGEST_CHANNEL") or None,
             digest_cron=os.environ.get("L4_DIGEST_CRON") or DEFAULT_DIGEST_CRON,
             report_rules=os.environ.get("L4_REPORT_RULES") or None,

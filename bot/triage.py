@@ -45,6 +45,9 @@ class TriageRequest:
     settings: Settings | None = None  # default: Settings.from_env()
     local_paths: bool = True  # False for text from chat: only job IDs and report links resolve
     dask: str | None = None  # a Dask scheduler address for this request (default: L4_DASK_SCHEDULER)
+    # the bot's durable request (kb.requests) this analysis answers: it records the diagnosis' ID in
+    # the transaction that stores it, so a restart never analyses a stored request twice
+    bot_request_id: int | None = None
 
 
 @dataclass
@@ -128,6 +131,10 @@ def triage(req: TriageRequest, progress: Progress | None = None,
             diagnosis_id = diagnoses.store(s, diagnosis, job.settings, requested_at=req.requested_at,
                                            slack_channel=req.slack_channel,
                                            slack_thread_ts=req.slack_thread_ts)
+            if req.bot_request_id is not None:
+                from kb import requests as bot_requests
+
+                bot_requests.set_diagnosis(s, req.bot_request_id, diagnosis_id)
             s.commit()
     finally:
         if req.engine is None:

@@ -127,3 +127,43 @@ class NodeIncident(SQLModel, table=True):
     diagnosis_id: int = Field(foreign_key="diagnosis.id", index=True)
     score: float = Field(default=0.0)
     time: datetime = Field(default_factory=utcnow)
+
+
+REQUEST_STATES = ("queued", "running", "done", "failed", "abandoned")
+ACTIVE_REQUEST_STATES = ("queued", "running")
+
+
+class BotRequest(SQLModel, table=True):
+    """A diagnosis the Slack bot accepted: written before Slack is acknowledged, taken by a worker,
+    resumed after a restart. ``state``: queued | running | done | failed | abandoned (done, failed
+    and abandoned are final: the thread got its last message)."""
+
+    __tablename__ = "bot_request"
+    __table_args__ = (Index("ix_bot_request_state", "state"),)
+    id: int | None = Field(default=None, primary_key=True)
+    job_ref: str = Field(sa_column=Column(Text, nullable=False))  # the job ID or report link as asked
+    channel: str = Field(max_length=64)
+    thread_ts: str = Field(max_length=64)
+    requester: str | None = Field(default=None, max_length=64)  # Slack user ID
+    state: str = Field(default="queued", max_length=16)
+    attempts: int = Field(default=0)  # analyses started
+    message_ts: str | None = Field(default=None, max_length=64)  # the progress message in the thread
+    diagnosis_id: int | None = Field(default=None, foreign_key="diagnosis.id")
+    final_text: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # why it failed
+    holder: str | None = Field(default=None, max_length=200)  # host:pid:token of the running worker
+    lease_until: datetime | None = None  # the holder renews it while it works
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class SlackDelivery(SQLModel, table=True):
+    """A Slack event (``event:<event_id>``) or interaction already handled, kept until ``expires_at``
+    so that Slack's redeliveries start nothing new, across restarts too."""
+
+    __tablename__ = "slack_delivery"
+    __table_args__ = (Index("ix_slack_delivery_expires_at", "expires_at"),)
+    key: str = Field(primary_key=True, max_length=200)
+    seen_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime = Field(default_factory=utcnow)

@@ -6,7 +6,10 @@ the bot uses: ``auth.test``, ``chat.postMessage``/``update``/``postEphemeral``, 
 ``usergroups.users.list``, ``users.info``, ``conversations.info``, ``chat.getPermalink``.
 Unknown methods answer ``{"ok": true}``. ``response_url(name)`` gives a URL for slash commands'
 ``response_url``; what is posted there is recorded as a call of method ``"response_url"``.
-Failures can be queued per method (``fail_next``), e.g. a 429 with Retry-After.
+Failures can be queued per method (``fail_next``), e.g. a 429 with Retry-After, a 500/503, or
+``msg_too_long``; so can slow answers (``delay_next``: the call takes effect at once, its answer comes
+``seconds`` later, as when Slack is slow and the client gives up). ``thread(channel, ts)`` gives a
+thread's messages as they stand (``conversations.replies`` answers with them too).
 Socket Mode: ``apps.connections.open`` hands out a ``ws://127.0.0.1`` URL of a small WebSocket
 endpoint; ``socket_send(envelope)`` pushes an envelope to the connected clients, and what they send
 back is recorded as calls of method ``"socket_mode"`` (the acknowledgements, with ``envelope_id``).
@@ -64,6 +67,22 @@ class _Failure:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class _Rule:
+    method: str
+    where: Callable[[dict[str, Any]], bool]
+    failure: _Failure | None  # None: answer normally, ``delay`` seconds late
+    left: int | None  # None: every matching call
+    delay: float = 0.0
+
+    def applies(self, method: str, params: dict[str, Any]) -> bool:
+        if method != self.method or self.left == 0 or not self.where(params):
+            return False
+        if self.left is not None:
+            self.left -= 1
+        return True
+
+
 class FakeSlack:
     """A threaded HTTP server that plays the Slack Web API."""
 
@@ -72,6 +91,8 @@ class FakeSlack:
         self.uploads: dict[str, Upload] = {}
         self.usergroups: dict[str, list[str]] = dict(usergroups or {})
         self._failures: dict[str, list[_Failure]] = {}
+        self._delays: dict[str, list[float]] = {}
+        self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._ts = itertools.count(1)
@@ -134,6 +155,37 @@ class FakeSlack:
         with self._lock:
             self._failures.setdefault(method, []).extend(
                 _Failure(status, {"ok": False, "error": error}, headers) for _ in range(times))
+
+    def fail_matching(self, method: str, where: Callable[[dict[str, Any]], bool], *, status: int = 500,
+                      error: str = "internal_error", times: int | None = None,
+                      retry_after: int | None = None) -> None:
+        """Answer calls of ``method`` whose params satisfy ``where`` with an error (``times`` of
+        them; None: all), e.g. ``msg_too_long`` (status 200) for summaries with log examples."""
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+        with self._lock:
+            self._rules.append(_Rule(method, where, _Failure(status, {"ok": False, "error": error}, headers),
+                                     times))
+
+    def delay_matching(self, method: str, where: Callable[[dict[str, Any]], bool], seconds: float, *,
+                       times: int = 1) -> None:
+        """Answer ``times`` calls of ``method`` whose params satisfy ``where`` ``seconds`` late."""
+        with self._lock:
+            self._rules.append(_Rule(method, where, None, times, seconds))
+
+    def delay_next(self, method: str, seconds: float, *, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` ``seconds`` late (they take effect at once)."""
+        with self._lock:
+            self._delays.setdefault(method, []).extend([seconds] * times)
+
+    def thread(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
+        """The messages of a thread (its parent, if the bot posted it, and the replies), oldest first."""
+        with self._lock:
+            return self._thread_messages(channel, thread_ts)
+
+    def _thread_messages(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
+        found = [m for (ch, ts), m in self.messages.items()
+                 if ch == channel and (ts == thread_ts or m.get("thread_ts") == thread_ts)]
+        return sorted(found, key=lambda m: float(m["ts"]))
 
     def response_url(self, name: str = "cmd") -> str:
         """A URL to put in a slash command's ``response_url``; posts to it are recorded."""
@@ -245,6 +297,9 @@ class FakeSlack:
                 return {"ok": False, "error": "invalid_arguments"}
             return {"ok": True, "channel": ch,
                     "permalink": f"https://l4-test.slack.com/archives/{ch}/p{ts.replace('.', '')}"}
+        if method == "conversations.replies":
+            found = self._thread_messages(str(params.get("channel")), str(params.get("ts")))
+            return {"ok": True, "messages": [dict(m) for m in found], "has_more": False}
         if method == "conversations.info":
             ch = str(params.get("channel"))
             return {"ok": True, "channel": {"id": ch, "name": ch.lower(), "is_member": True}}
@@ -294,13 +349,23 @@ class FakeSlack:
                 with fake._cond:
                     queue = fake._failures.get(method)
                     failure = queue.pop(0) if queue else None
+                    delays = fake._delays.get(method)
+                    delay = delays.pop(0) if delays and failure is None else 0.0
+                    for rule in fake._rules:
+                        if failure is None and not delay and rule.applies(method, params):
+                            failure, delay = rule.failure, rule.delay
                     if failure is None:
                         status, answer, extra = 200, fake._answer(method, params), {}
                     else:
                         status, answer, extra = failure.status, failure.body, failure.headers
                     fake.calls.append(Call(method, params, dict(self.headers), status))
                     fake._cond.notify_all()
-                self._send(status, json.dumps(answer).encode(), "application/json", extra)
+                if delay:
+                    time.sleep(delay)
+                try:
+                    self._send(status, json.dumps(answer).encode(), "application/json", extra)
+                except OSError:  # the client gave up waiting
+                    pass
 
             def _send(self, status: int, data: bytes, ctype: str, extra: dict[str, str] | None = None,
                       ) -> None:

@@ -6,10 +6,25 @@
 
 The job ID → folder resolution reads ``L4_LOG_ROOT`` from the environment: set it (monkeypatch)
 to the same folder as ``log_root``.
+
+``BotProcess`` runs the real ``l4 bot`` command instead (a subprocess, HTTP or Socket Mode), to be
+killed, stopped with SIGTERM and started again on the same knowledge base:
+
+    bot = BotProcess(slack, tmp_path, log_root=jobs, mode="socket", L4_WORKERS="5").start()
+    bot.event(message_event("C1", "U1", "job-0042 failed"))
+    bot.kill()
+    bot.start()
+    answer_id(slack, "C1", thread_ts)   # the diagnosis ID of the thread's answer
 """
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +32,16 @@ from bot.app import BotServices, build_services, create_app
 from bot.config import Settings
 from bot.serve import http_server
 from bot.slack.client import make_web_client
-from bot.triage import triage
 from tests.helpers.fake_slack import Call, FakeSlack
 from tests.helpers.slack_requests import Reply, block_action, event_body, post_signed, view_submission
+
+REPO = Path(__file__).resolve().parents[2]
 
 SECRET = "test-signing-secret"
 
 
 class BotHarness:
-    def __init__(self, tmp_path: Path, *, log_root: Path, run_triage: Any = triage,
+    def __init__(self, tmp_path: Path, *, log_root: Path, run_triage: Any = None,
                  usergroups: dict[str, list[str]] | None = None, **settings: Any) -> None:
         self.slack = FakeSlack(usergroups=usergroups)
         self.tmp_path = tmp_path
@@ -97,3 +113,106 @@ class BotHarness:
     def wait_post_containing(self, needle: str, timeout: float = 30.0) -> Call:
         return self.slack.wait_for_call("chat.postMessage", timeout=timeout,
                                         where=lambda c: needle in str(c.params))[-1]
+
+
+class BotProcess:
+    """``l4 bot`` (``mode`` "http" or "socket") as a subprocess against ``slack``; ``env`` adds or
+    overrides variables (L4_WORKERS, L4_ANALYSIS_TIMEOUT, ...). Its stderr goes to ``log``."""
+
+    def __init__(self, slack: FakeSlack, tmp_path: Path, *, log_root: Path, mode: str = "http",
+                 **env: str) -> None:
+        self.slack, self.tmp_path, self.mode = slack, tmp_path, mode
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "L4_"))}
+        self.env.update({"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_API_URL": slack.api_url,
+                         "L4_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.db'}", "L4_LOG_ROOT": str(log_root),
+                         "L4_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)})
+        if mode == "http":
+            self.env["SLACK_SIGNING_SECRET"] = SECRET
+        else:
+            self.env["SLACK_APP_TOKEN"] = "xapp-test"
+        self.env.update(env)
+        self.log = tmp_path / "bot-stderr.log"
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self, timeout: float = 90.0) -> BotProcess:
+        args = [sys.executable, "-m", "bot.cli", "bot"]
+        args += ["--http", "--port", "0"] if self.mode == "http" else []
+        connects = len(self.slack.calls_to("socket_mode.connect"))
+        with self.log.open("a") as err:
+            err.write(f"--- start ({self.mode})\n")
+            err.flush()
+            self.proc = subprocess.Popen(args, env=self.env, cwd=self.tmp_path, stdout=subprocess.DEVNULL,
+                                         stderr=err)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"l4 bot exited with {self.proc.returncode}: {self.stderr()[-2000:]}")
+            if self.mode == "http":
+                m = re.findall(r"http://127\.0\.0\.1:(\d+)/slack/events", self.stderr())
+                if m:
+                    self.url = f"http://127.0.0.1:{m[-1]}/slack/events"
+                    return self
+            elif len(self.slack.calls_to("socket_mode.connect")) > connects:
+                return self
+            time.sleep(0.05)
+        raise TimeoutError(f"l4 bot did not start in {timeout}s: {self.stderr()[-2000:]}")
+
+    def stderr(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+
+    def deliver(self, body: dict[str, Any], retry: int = 0) -> None:
+        """Deliver an Events API body as Slack does (``retry``: the how-manieth redelivery)."""
+        if self.mode == "http":
+            headers = {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+            headers = headers if retry else {}
+            assert post_signed(self.url, SECRET, body, "event", headers=headers).status == 200
+            return
+        envelope: dict[str, Any] = {"envelope_id": f"env-{body.get('event_id')}-{retry}",
+                                    "type": "events_api", "accepts_response_payload": False, "payload": body}
+        if retry:
+            envelope.update(retry_attempt=retry, retry_reason="timeout")
+        self.slack.socket_send(envelope)
+
+    def event(self, event: dict[str, Any]) -> dict[str, Any]:
+        body = event_body(event)
+        self.deliver(body)
+        return body
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def terminate(self, timeout: float = 60.0) -> tuple[int, float]:
+        """SIGTERM; the exit code and the seconds it took to exit."""
+        assert self.proc is not None
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout)
+        return code, time.monotonic() - started
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+ANSWER_ID = re.compile(r"diagnosis #(\d+)")
+
+
+def thread_answer(slack: FakeSlack, channel: str, thread_ts: str) -> dict[str, Any] | None:
+    """The bot's final message in a thread: its last one, unless that still says "Diagnosing…"."""
+    mine = [m for m in slack.thread(channel, thread_ts) if m.get("bot_id") and m["ts"] != thread_ts]
+    if not mine or str(mine[-1].get("text", "")).startswith("Diagnosing"):
+        return None
+    return mine[-1]
+
+
+def answer_id(slack: FakeSlack, channel: str, thread_ts: str) -> int | None:
+    """The diagnosis ID the thread's answer carries (with the buttons), None when there is none."""
+    answer = thread_answer(slack, channel, thread_ts)
+    if answer is None:
+        return None
+    found = ANSWER_ID.search(str(answer.get("blocks")) + str(answer.get("text")))
+    return int(found.group(1)) if found and "l4_confirm" in str(answer.get("blocks")) else None

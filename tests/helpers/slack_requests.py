@@ -104,13 +104,15 @@ def encode(body: dict[str, Any], kind: str) -> tuple[bytes, str]:
 
 
 def post_signed(url: str, secret: str, body: dict[str, Any], kind: str = "event", *,
-                signature: str | None = None, timestamp: int | None = None) -> Reply:
-    """POST ``body`` to ``url`` signed with ``secret`` (or with a given, e.g. wrong, ``signature``)."""
+                signature: str | None = None, timestamp: int | None = None,
+                headers: dict[str, str] | None = None) -> Reply:
+    """POST ``body`` to ``url`` signed with ``secret`` (or with a given, e.g. wrong, ``signature``);
+    ``headers`` adds some, e.g. Slack's ``X-Slack-Retry-Num`` of a redelivery."""
     data, ctype = encode(body, kind)
     ts = str(timestamp if timestamp is not None else int(time.time()))
     sig = signature or SignatureVerifier(secret).generate_signature(timestamp=ts, body=data.decode())
     req = urllib.request.Request(url, data=data, method="POST", headers={
-        "Content-Type": ctype, "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig})
+        "Content-Type": ctype, "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig, **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return Reply(resp.status, resp.read())

@@ -28,3 +28,30 @@ def test_post_update_upload_and_rate_limit_retry() -> None:
             assert e.response["error"] == "message_not_found"
         else:
             raise AssertionError("expected an error")
+
+
+def test_delays_matching_failures_and_threads() -> None:
+    import time
+
+    with FakeSlack() as slack:
+        client = WebClient(token="xoxb-test", base_url=slack.api_url, timeout=1)
+        parent = client.chat_postMessage(channel="C1", text="parent")["ts"]
+        slack.delay_next("chat.postMessage", 2)
+        started = time.monotonic()
+        try:
+            client.chat_postMessage(channel="C1", thread_ts=parent, text="late")
+        except TimeoutError:
+            pass
+        else:
+            raise AssertionError("expected the client to give up")
+        assert time.monotonic() - started < 2
+        replies = client.conversations_replies(channel="C1", ts=parent)["messages"]
+        assert [m["text"] for m in replies] == ["parent", "late"]  # it went through all the same
+        slack.fail_matching("chat.update", lambda p: "secret" in str(p), status=200, error="msg_too_long",
+                            times=1)
+        try:
+            client.chat_update(channel="C1", ts=parent, text="secret")
+        except SlackApiError as e:
+            assert e.response["error"] == "msg_too_long"
+        client.chat_update(channel="C1", ts=parent, text="secret")  # once only
+        assert [m["text"] for m in slack.thread("C1", parent)] == ["secret", "late"]

@@ -17,7 +17,7 @@ def _revisions() -> list[str]:
 
 
 def test_at_least_two_revisions_shipped_as_package_data() -> None:
-    assert _revisions()[:2] == ["0001", "0002"]
+    assert _revisions()[:3] == ["0001", "0002", "0003"]
     versions = resources.files("kb").joinpath("migrations/versions")
     names = {p.name for p in versions.iterdir()}
     assert any(n.startswith("0001_") for n in names) and any(n.startswith("0002_") for n in names)
@@ -75,5 +75,33 @@ def test_downgrade_to_first_revision_and_back(db_url: str) -> None:
         assert kbdb.current_revision(eng) == "0001"
         kbdb.upgrade(eng)
         assert kbdb.current_revision(eng) == kbdb.head_revision()
+    finally:
+        eng.dispose()
+
+
+def test_upgrade_from_second_revision_adds_the_bot_tables_and_keeps_data(db_url: str) -> None:
+    eng = kbdb.make_engine(db_url)
+    try:
+        kbdb.upgrade(eng, "0002")
+        assert not {"bot_request", "slack_delivery"} & set(sa.inspect(eng).get_table_names())
+        with eng.begin() as c:
+            c.execute(sa.text(
+                "INSERT INTO diagnosis (job_id, status, json_text, created_at)"
+                " VALUES ('job-2', 'analyzed', '{}', CURRENT_TIMESTAMP)"))
+        kbdb.upgrade(eng)
+        assert kbdb.current_revision(eng) == kbdb.head_revision()
+        with eng.begin() as c:
+            did = c.execute(sa.text("SELECT id FROM diagnosis WHERE job_id='job-2'")).scalar()
+            c.execute(sa.text(
+                "INSERT INTO bot_request (job_ref, channel, thread_ts, state, attempts, diagnosis_id,"
+                " created_at, updated_at) VALUES ('job-2', 'C1', '1.1', 'done', 1, :d, CURRENT_TIMESTAMP,"
+                " CURRENT_TIMESTAMP)"), {"d": did})
+        insp = sa.inspect(eng)
+        assert "ix_bot_request_state" in {i["name"] for i in insp.get_indexes("bot_request")}
+        assert "ix_slack_delivery_expires_at" in {i["name"] for i in insp.get_indexes("slack_delivery")}
+        kbdb.downgrade(eng, "0002")
+        assert not {"bot_request", "slack_delivery"} & set(sa.inspect(eng).get_table_names())
+        with eng.connect() as c:
+            assert c.execute(sa.text("SELECT count(*) FROM diagnosis")).scalar() == 1
     finally:
         eng.dispose()
