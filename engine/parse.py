@@ -1,8 +1,10 @@
 """Template mining: scans of rank files (see `scan`) → Drain3 templates shared by several jobs.
 
-Only distinct pre-keys reach this stage. Each is header-stripped and masked; identical masked
-messages are memoised, and Drain3 runs only on a cache miss. Parsing a failed job together with
-its history jobs in one miner gives them one template vocabulary, which cross-job filtering needs.
+Only distinct pre-keys reach this stage. The first line of each is header-stripped, folded like
+its key (so the template shows the words the key kept) and masked; identical masked messages are
+memoised, and Drain3 runs only on a cache miss. Binary lines are counted, not templated. Parsing
+a failed job together with its history jobs in one miner gives them one template vocabulary,
+which cross-job filtering needs.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from drain3 import TemplateMiner
 from drain3.template_miner_config import TemplateMinerConfig
 
 from engine.executors import Executor, choose_executor
+from engine.fold import BINARY_KEY, fold_text
 from engine.headers import parse_header, timestamp
 from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
@@ -48,7 +51,6 @@ def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUST
 class KeyInfo:
     cluster: int
     level: str | None
-    text: str = ""  # the pre-key, decoded
 
 
 class TemplateTable:
@@ -59,17 +61,17 @@ class TemplateTable:
         self.by_key: dict[bytes, KeyInfo] = {}
         self.by_masked: dict[str, int] = {}
 
-    def lookup(self, key: bytes) -> KeyInfo:
+    def lookup(self, key: bytes, line: bytes) -> KeyInfo:
+        """The cluster of pre-key `key`, whose first line in some file is `line`."""
         info = self.by_key.get(key)
         if info is None:
-            text = key.decode("utf-8", "replace")
-            header = parse_header(text)
-            masked = mask(header.message) or MASK
+            header = parse_header(line.decode("utf-8", "replace"))
+            masked = mask(fold_text(header.message)) or MASK
             cid = self.by_masked.get(masked)
             if cid is None:
                 cid = self.miner.add_log_message(masked)["cluster_id"]
                 self.by_masked[masked] = cid
-            info = KeyInfo(cid, header.level, text)
+            info = KeyInfo(cid, header.level)
             self.by_key[key] = info
         return info
 
@@ -139,14 +141,18 @@ class _JobBuilder:
         self.file_nodes[scan.path] = scan.node
         self.file_lines[scan.path] = scan.lines
         ncounts = self.node_counts.setdefault(scan.node, {})
-        local_to_cluster: list[int] = []
+        local_to_cluster: list[int | None] = []
         pos = self.positions.setdefault(scan.path, {})
         node_first = self.node_first_seen.setdefault(scan.node, {})
         for lid, key in enumerate(scan.keys):
-            info = table.lookup(key)
+            count = scan.counts[lid]
+            if key == BINARY_KEY:
+                st.binary_lines += count
+                local_to_cluster.append(None)
+                continue
+            info = table.lookup(key, scan.first_line[lid])
             cid = info.cluster
             local_to_cluster.append(cid)
-            count = scan.counts[lid]
             ncounts[cid] = ncounts.get(cid, 0) + count
             stat = self.by_cluster.get(cid)
             if stat is None:
@@ -157,24 +163,25 @@ class _JobBuilder:
                 self.levels[cid] = info.level
             line = scan.first_line[lid].decode("utf-8", "replace")
             self._add_example(stat, line)
-            ts = timestamp(line, scan.year, info.text)
+            ts = timestamp(line, scan.year)
             if ts:
                 if stat.first_seen is None or ts < stat.first_seen:
                     stat.first_seen = ts
                 if ts < node_first.get(cid, "~"):
                     node_first[cid] = ts
             if count > 1:
-                ts = timestamp(scan.last_line[lid].decode("utf-8", "replace"), scan.year, info.text)
+                ts = timestamp(scan.last_line[lid].decode("utf-8", "replace"), scan.year)
             if ts and (stat.last_seen is None or ts > stat.last_seen):
                 stat.last_seen = ts
             first, last = scan.first_pos[lid], scan.last_pos[lid]
             old = pos.get(cid)
             pos[cid] = (first, last) if old is None else (min(old[0], first), max(old[1], last))
-        if scan.truncated_tail is not None:
-            cid = local_to_cluster[scan.truncated_tail]
-            self.truncated_tails[cid] = self.truncated_tails.get(cid, 0) + 1
+        tail = local_to_cluster[scan.truncated_tail] if scan.truncated_tail is not None else None
+        if tail is not None:
+            self.truncated_tails[tail] = self.truncated_tails.get(tail, 0) + 1
         if scan.runs:
-            seqs = [tuple(local_to_cluster[i] for i in seq) for seq in scan.seqs]
+            seqs = [tuple(c for c in (local_to_cluster[i] for i in seq) if c is not None)
+                    for seq in scan.seqs]
             its = self.iterations[scan.path] = IterationRuns(scan.runs, seqs)
             last_iter = its.max_iteration()
             assert last_iter is not None

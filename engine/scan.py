@@ -1,9 +1,10 @@
 """The per-file pass: one rank file → counts of pre-keyed lines, first lines, iteration sequences.
 
-A *pre-key* is a raw line with every digit turned into "0" (one `bytes.translate` over a whole
-block). Synchronised training repeats the same lines with other numbers, so a job has few distinct
-pre-keys; only those go on to masking and Drain (see `parse`). This function is pure and picklable:
-an executor maps it over files.
+A *pre-key* is a raw line with its whole variable tokens (numbers, hex, UUIDs, IPs, hashes…)
+folded into "<*>" (`fold.fold_block`, one C pass over a whole block). Synchronised training
+repeats the same lines with other values, so a job has few distinct pre-keys; only those go on
+to masking and Drain (see `parse`). This function is pure and picklable: an executor maps it
+over files.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine.fold import fold_block, numbers, spans
 from engine.headers import parse_header, timestamp
 from engine.ingest import CHUNK, Chunk, RankFile, ReadReport, iter_chunks
 from engine.iterruns import Run, RunBuilder
 from engine.rules import load
 
-_ZERO_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 SEQ_CAP = 256  # events kept per iteration (consecutive repeats collapse first)
 TAIL_LINES = 64  # lines kept from the end of a file to find its last timestamp
 MAX_DIGITS = 18  # longer iteration numbers do not fit an int64
@@ -40,11 +41,6 @@ def iteration_of(message: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
-
-
-@lru_cache(maxsize=1)
-def _marker_bytes_regexes() -> list[re.Pattern[bytes]]:
-    return [re.compile(rx.pattern.encode("utf-8")) for rx in marker_regexes()]
 
 
 @dataclass
@@ -69,38 +65,31 @@ class FileScan:
     year: int = 1970
 
 
-@lru_cache(maxsize=1 << 16)
-def _marker_span(key: bytes) -> tuple[int, int] | None:
-    """Where the iteration number sits in lines with pre-key `key` (offset, digits), if a marker.
-
-    A pre-key has the byte layout of every line it stands for (digits are only turned into "0"),
-    so the number is read from the same bytes of each line, without a regex per line."""
-    text = key.decode("utf-8", "replace")
+def _marker_token(line: bytes) -> int | None:
+    """Which variable token of `line` is its iteration number (its index among the folded tokens),
+    if the line is an iteration marker. Every line of a pre-key has its variable tokens in the
+    same places, so the number is read from that token of each line, without a regex per line."""
+    text = line.decode("utf-8", "replace")
     if iteration_of(parse_header(text).message) is None:
         return None
-    span = None
-    if key.isascii():
-        char = _str_span(text)
-        span = (char[0], char[1] - char[0]) if char is not None else None
+    char = _str_span(text)
+    if char is None:
+        return None
+    if line.isascii():
+        a, b = char
     else:
-        try:  # character offsets → byte offsets, exact when the key is valid UTF-8
-            strict = key.decode("utf-8")
+        try:  # character offsets → byte offsets, exact when the line is valid UTF-8
+            strict = line.decode("utf-8")
         except UnicodeDecodeError:
-            strict = None
-        if strict is not None:
-            char = _str_span(strict)
-            if char is not None:
-                a = len(strict[:char[0]].encode("utf-8"))
-                span = (a, len(strict[char[0]:char[1]].encode("utf-8")))
-        else:
-            for rx in _marker_bytes_regexes():
-                m = rx.search(key)
-                if m:
-                    span = (m.start(1), m.end(1) - m.start(1))
-                    break
-    if span is None or not 0 < span[1] <= MAX_DIGITS or key[span[0]:span[0] + span[1]].strip(b"0"):
-        return None  # only ASCII digits (all "0" in a pre-key) are read
-    return span
+            return None
+        a = len(strict[:char[0]].encode("utf-8"))
+        b = a + len(strict[char[0]:char[1]].encode("utf-8"))
+    if not 0 < b - a <= MAX_DIGITS or not line[a:b].isdigit():
+        return None  # only ASCII digits are read
+    try:
+        return (spans(line) or []).index((a, b))
+    except ValueError:
+        return None
 
 
 def _str_span(text: str) -> tuple[int, int] | None:
@@ -121,8 +110,7 @@ class _KeyTable:
         self.counts = np.zeros(64, dtype=np.int64)
         self.first_pos = np.zeros(64, dtype=np.int64)
         self.last_pos = np.zeros(64, dtype=np.int64)
-        self.marker_off = np.zeros(64, dtype=np.int64)
-        self.marker_len = np.zeros(64, dtype=np.int64)  # 0: not an iteration marker
+        self.marker_tok = np.full(64, -1, dtype=np.int64)  # -1: not an iteration marker
 
     def ids(self, keys: list[bytes], chunk: Chunk, pos: int) -> np.ndarray:
         """Local ids of `keys` (the pre-keys of `chunk`, whose first line is line `pos` of the file)."""
@@ -154,18 +142,18 @@ class _KeyTable:
             sc.first_line.append(line)
             sc.last_line.append(line)
             self.first_pos[lid] = pos + i
-            span = _marker_span(key)
-            if span is not None:
-                self.marker_off[lid], self.marker_len[lid] = span
+            tok = _marker_token(line)
+            if tok is not None:
+                self.marker_tok[lid] = tok
         return ids
 
     def _grow(self, size: int) -> None:
         if size <= len(self.counts):
             return
         new = max(size, 2 * len(self.counts))
-        for name in ("counts", "first_pos", "last_pos", "marker_off", "marker_len"):
+        for name in ("counts", "first_pos", "last_pos", "marker_tok"):
             old = getattr(self, name)
-            arr = np.zeros(new, dtype=old.dtype)
+            arr = np.full(new, -1 if name == "marker_tok" else 0, dtype=old.dtype)
             arr[: len(old)] = old
             setattr(self, name, arr)
 
@@ -181,18 +169,10 @@ class _KeyTable:
             last_line[lid] = chunk.line(i)
 
     def marker_numbers(self, ids: np.ndarray, at: np.ndarray, chunk: Chunk) -> np.ndarray:
-        """The iteration numbers of the marker lines `at` of `chunk`, read from their digit bytes."""
-        lids = ids[at]
-        width = self.marker_len[lids]
+        """The iteration numbers of the marker lines `at` of `chunk` (-1: that line's token is no number)."""
         if not len(at):
             return np.zeros(0, dtype=np.int64)
-        w = int(width.max())
-        end = chunk.starts[at] + self.marker_off[lids] + width  # digits right-aligned in a w-wide window
-        cols = np.arange(-w, 0)
-        buf = np.frombuffer(chunk.data, dtype=np.uint8)
-        digits = buf[np.maximum(end[:, None] + cols, 0)].astype(np.int64) - 48
-        digits[cols[None, :] < -width[:, None]] = 0
-        return digits @ (10 ** np.arange(w - 1, -1, -1, dtype=np.int64))
+        return numbers(chunk.data, chunk.starts[at], chunk.starts[at + 1] - 1, self.marker_tok[ids[at]])
 
     def finish(self) -> None:
         n = len(self.local)
@@ -329,14 +309,18 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     tail: list[bytes] = []
     pos = 0
     for block in iter_chunks(rank_file.path, report, chunk):
-        keys = block.data.translate(_ZERO_DIGITS).split(b"\n")
+        keys = fold_block(block.data).split(b"\n")
         n = len(keys)
         ids = table.ids(keys, block, pos)
         table.count(ids, block, pos)
-        is_marker = (table.marker_len > 0)[ids]
+        is_marker = (table.marker_tok >= 0)[ids]
         at = np.flatnonzero(is_marker)
+        nums = table.marker_numbers(ids, at, block)
+        if (nums < 0).any():  # the token is not a number on these lines ("12ms" folds like "12")
+            is_marker[at[nums < 0]] = False
+            at, nums = at[nums >= 0], nums[nums >= 0]
         if len(at) or seg.current is not None:
-            seg.feed(ids, is_marker, at, table.marker_numbers(ids, at, block))
+            seg.feed(ids, is_marker, at, nums)
         tail = (tail + [block.line(i) for i in range(max(0, n - TAIL_LINES), n)])[-TAIL_LINES:]
         if scan.first_ts is None:
             scan.first_ts = _first_ts((block.line(i) for i in range(min(n, TAIL_LINES))), scan.year)
@@ -350,7 +334,7 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     scan.long_lines_cut = report.long_lines_cut
     scan.error = report.error
     if report.truncated_tail and tail:
-        scan.truncated_tail = table.local.get(tail[-1].translate(_ZERO_DIGITS))
+        scan.truncated_tail = table.local.get(fold_block(tail[-1]))
     scan.last_ts = _first_ts(reversed(tail), scan.year)
     return scan
 

@@ -4,23 +4,23 @@ import random
 
 import pytest
 
+from engine.fold import _fold_line
 from engine.headers import parse_header
 from engine.ingest import RankFile
 from engine.iterruns import IterationRuns
 from engine.scan import SEQ_CAP, iteration_of, scan_file
 
-ZERO = bytes.maketrans(b"0123456789", b"0000000000")
-
 
 def reference(lines: list[bytes]) -> dict:
-    """Line by line: pre-key ids, counts, first/last positions and the per-iteration sequences (the
-    lines after marker N, up to the next marker, are iteration N + step; repeats collapse; capped)."""
+    """Line by line (pre-keys by fold's Python twin, so the C block fold is checked too): pre-key
+    ids, counts, first/last positions and the per-iteration sequences (the lines after
+    marker N, up to the next marker, are iteration N + step; repeats collapse; capped)."""
     local: dict[bytes, int] = {}
     counts, first, last = [], [], []
     iters: list[tuple[int, tuple[int, ...]]] = []
     current, step, prev, seg = None, 1, None, []
     for i, raw in enumerate(lines):
-        key = raw.translate(ZERO)
+        key = _fold_line(raw)
         lid = local.setdefault(key, len(local))
         if lid == len(counts):
             counts.append(0)
@@ -28,7 +28,7 @@ def reference(lines: list[bytes]) -> dict:
             last.append(i)
         counts[lid] += 1
         last[lid] = i
-        msg = parse_header(key.decode()).message
+        msg = parse_header(raw.decode()).message
         if iteration_of(msg) is None:
             if current is not None:
                 seg.append(lid)

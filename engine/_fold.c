@@ -1,0 +1,230 @@
+/* Folding of whole variable tokens in blocks of log lines (see engine/fold.py for the rules).
+ *
+ * A token is a maximal run of ASCII letters, digits and bytes >= 0x80; everything else separates
+ * tokens. A token is variable (folded into "<*>") when it starts with a digit (numbers, 0x hex,
+ * hashes, numbers with units), is all hex and long, or carries many digit runs (random names);
+ * hex tokens joined to a variable token by ':' or '-' (UUIDs, IPv6) are variable too. Short
+ * numbers glued to an identifier ("mlx5_0", "cuda:0") are kept. Identifiers with digits inside
+ * ("c10d", "EXT4", "bf16") are kept. A line holding control bytes is "binary": its key is "\0".
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    Py_ssize_t keep_underscore; /* digits kept after "word_" */
+    Py_ssize_t keep_colon;      /* digits kept after "word:" */
+    Py_ssize_t hex_min;         /* shortest all-hex token (with a digit) that is variable */
+    Py_ssize_t random_runs;     /* digit runs that make a token variable */
+} Rules;
+
+typedef struct {
+    Py_ssize_t a, b;
+} Span;
+
+enum { SEP = 0, DIGIT = 1, HEXL = 2, LETTER = 3, CTRL = 4 };
+static unsigned char CLS[256];
+
+static void init_classes(void) {
+    for (int c = 0; c < 256; c++) {
+        unsigned char k = SEP;
+        if (c >= '0' && c <= '9') k = DIGIT;
+        else if ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) k = HEXL;
+        else if ((c >= 'g' && c <= 'z') || (c >= 'G' && c <= 'Z') || c >= 0x80) k = LETTER;
+        else if ((c < 0x20 && c != '\t' && c != '\r' && c != 0x1b && c != '\f' && c != '\v') || c == 0x7f)
+            k = CTRL;
+        CLS[c] = k;
+    }
+}
+
+static int is_alnum(unsigned char c) { return CLS[c] == DIGIT || CLS[c] == HEXL || CLS[c] == LETTER; }
+
+/* The folded spans of line s[0:n] into out (room for n / 2 + 1); -1 if the line is binary. */
+static Py_ssize_t line_spans(const unsigned char *s, Py_ssize_t n, const Rules *r, Span *out) {
+    Py_ssize_t k = 0, i = 0;
+    Py_ssize_t prev_a = -1, prev_b = -1; /* previous token */
+    int prev_folded = 0, prev_group = 0;
+    while (i < n) {
+        unsigned char c = CLS[s[i]];
+        if (c == CTRL) return -1;
+        if (c == SEP) { i++; continue; }
+        Py_ssize_t a = i;
+        int digits = 0, others = 0, runs = 0, in_run = 0;
+        while (i < n) {
+            unsigned char d = CLS[s[i]];
+            if (d == DIGIT) { digits++; if (!in_run) { runs++; in_run = 1; } }
+            else if (d == HEXL) in_run = 0;
+            else if (d == LETTER) { others++; in_run = 0; }
+            else break;
+            i++;
+        }
+        Py_ssize_t b = i, len = b - a;
+        int hexdig = digits > 0 && others == 0;
+        /* a UUID or IPv6 group: all hex, with a digit or of a group's length (4, or >= hex_min) */
+        int group = others == 0 && (digits > 0 || len == 4 || len >= r->hex_min);
+        int var = 0;
+        if (CLS[s[a]] == DIGIT) {
+            var = 1;
+            if (digits == len && a >= 2 && is_alnum(s[a - 2])) {
+                int next_ok = b >= n || !(s[b] == '.' || s[b] == ':' || s[b] == ',');
+                if (s[a - 1] == '_' && len <= r->keep_underscore) var = 0;
+                else if (s[a - 1] == ':' && len <= r->keep_colon && next_ok) var = 0;
+            }
+        } else if (hexdig && len >= r->hex_min) {
+            var = 1;
+        } else if (runs >= r->random_runs) {
+            var = 1;
+        }
+        /* hex joined by ':' / '-' (one or two of them) to a variable token: UUID groups, IPv6 */
+        int joined = 0;
+        if (prev_b >= 0 && a - prev_b <= 2) {
+            joined = 1;
+            for (Py_ssize_t j = prev_b; j < a; j++)
+                if (s[j] != ':' && s[j] != '-') joined = 0;
+        }
+        if (!var && joined && prev_folded && group) var = 1;
+        if (var && joined && !prev_folded && prev_group) { /* fold the previous one as well */
+            out[k++] = (Span){prev_a, prev_b};
+        }
+        if (var) out[k++] = (Span){a, b};
+        prev_a = a; prev_b = b; prev_folded = var; prev_group = group;
+    }
+    return k;
+}
+
+static int parse_rules(PyObject *args, Py_buffer *buf, Rules *r) {
+    r->keep_underscore = 2; r->keep_colon = 1; r->hex_min = 8; r->random_runs = 3;
+    return PyArg_ParseTuple(args, "y*|nnnn", buf, &r->keep_underscore, &r->keep_colon, &r->hex_min,
+                            &r->random_runs);
+}
+
+static const char PLACEHOLDER[] = "<*>";
+
+/* fold(data, keep_underscore, keep_colon, hex_min, random_runs) -> bytes: every line folded. */
+static PyObject *fold(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Rules r;
+    if (!parse_rules(args, &buf, &r)) return NULL;
+    const unsigned char *s = buf.buf;
+    Py_ssize_t n = buf.len;
+    /* a folded line is at most 1.5 x its length ("0" -> "<*>" at most every other byte) + 1 */
+    char *out = PyMem_Malloc((size_t)n * 2 + 16);
+    Span *spans = NULL;
+    Py_ssize_t spans_cap = 0, o = 0, start = 0;
+    if (out == NULL) { PyBuffer_Release(&buf); return PyErr_NoMemory(); }
+    Py_BEGIN_ALLOW_THREADS
+    while (start <= n) {
+        const unsigned char *nl = memchr(s + start, '\n', (size_t)(n - start));
+        Py_ssize_t end = nl ? (Py_ssize_t)(nl - s) : n;
+        Py_ssize_t len = end - start;
+        if (len / 2 + 2 > spans_cap) {
+            spans_cap = len / 2 + 2 > 1024 ? len / 2 + 2 : 1024;
+            PyMem_RawFree(spans);
+            spans = PyMem_RawMalloc(sizeof(Span) * (size_t)spans_cap);
+            if (spans == NULL) break;
+        }
+        Py_ssize_t k = line_spans(s + start, len, &r, spans);
+        if (k < 0) {
+            out[o++] = '\0';
+        } else {
+            Py_ssize_t p = 0;
+            for (Py_ssize_t j = 0; j < k; j++) {
+                memcpy(out + o, s + start + p, (size_t)(spans[j].a - p));
+                o += spans[j].a - p;
+                memcpy(out + o, PLACEHOLDER, 3);
+                o += 3;
+                p = spans[j].b;
+            }
+            memcpy(out + o, s + start + p, (size_t)(len - p));
+            o += len - p;
+        }
+        if (!nl) break;
+        out[o++] = '\n';
+        start = end + 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    if (spans == NULL && n > 0) { PyMem_Free(out); return PyErr_NoMemory(); }
+    PyMem_RawFree(spans);
+    PyObject *res = PyBytes_FromStringAndSize(out, o);
+    PyMem_Free(out);
+    return res;
+}
+
+/* spans(line, ...) -> list of (start, end) of the folded tokens, or None for a binary line. */
+static PyObject *spans_of(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Rules r;
+    if (!parse_rules(args, &buf, &r)) return NULL;
+    Span *sp = PyMem_Malloc(sizeof(Span) * (size_t)(buf.len / 2 + 2));
+    if (sp == NULL) { PyBuffer_Release(&buf); return PyErr_NoMemory(); }
+    Py_ssize_t k = line_spans(buf.buf, buf.len, &r, sp);
+    PyBuffer_Release(&buf);
+    if (k < 0) { PyMem_Free(sp); Py_RETURN_NONE; }
+    PyObject *list = PyList_New(k);
+    for (Py_ssize_t j = 0; list && j < k; j++)
+        PyList_SET_ITEM(list, j, Py_BuildValue("(nn)", sp[j].a, sp[j].b));
+    PyMem_Free(sp);
+    return list;
+}
+
+/* numbers(data, starts, ends, index, ...) -> int64 bytes: the value of folded token index[i] of
+ * line data[starts[i]:ends[i]] (arrays of int64), -1 where it is not all digits (or too long). */
+static PyObject *numbers(PyObject *self, PyObject *args) {
+    Py_buffer buf, bs, be, bi;
+    Rules r = {2, 1, 8, 3};
+    if (!PyArg_ParseTuple(args, "y*y*y*y*|nnnn", &buf, &bs, &be, &bi, &r.keep_underscore, &r.keep_colon,
+                          &r.hex_min, &r.random_runs))
+        return NULL;
+    Py_ssize_t m = bs.len / 8;
+    const int64_t *st = bs.buf, *en = be.buf, *ix = bi.buf;
+    PyObject *res = PyBytes_FromStringAndSize(NULL, m * 8);
+    Span *sp = NULL;
+    Py_ssize_t cap = 0;
+    if (res != NULL && (be.len / 8 < m || bi.len / 8 < m)) {
+        PyErr_SetString(PyExc_ValueError, "starts, ends and index differ in length");
+        Py_CLEAR(res);
+    }
+    if (res != NULL) {
+        int64_t *val = (int64_t *)PyBytes_AS_STRING(res);
+        const unsigned char *s = buf.buf;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            val[i] = -1;
+            int64_t a = st[i], b = en[i];
+            if (a < 0 || b > buf.len || a > b) continue;
+            Py_ssize_t len = (Py_ssize_t)(b - a);
+            if (len / 2 + 2 > cap) {
+                cap = len / 2 + 2 > 1024 ? len / 2 + 2 : 1024;
+                PyMem_Free(sp);
+                sp = PyMem_Malloc(sizeof(Span) * (size_t)cap);
+                if (sp == NULL) { Py_CLEAR(res); PyErr_NoMemory(); break; }
+            }
+            Py_ssize_t k = line_spans(s + a, len, &r, sp);
+            if (ix[i] < 0 || ix[i] >= k) continue;
+            Span t = sp[ix[i]];
+            if (t.b - t.a > 18) continue;
+            int64_t v = 0;
+            Py_ssize_t j;
+            for (j = t.a; j < t.b && CLS[s[a + j]] == DIGIT; j++) v = v * 10 + (s[a + j] - '0');
+            if (j == t.b) val[i] = v;
+        }
+    }
+    PyMem_Free(sp);
+    PyBuffer_Release(&buf); PyBuffer_Release(&bs); PyBuffer_Release(&be); PyBuffer_Release(&bi);
+    return res;
+}
+
+static PyMethodDef METHODS[] = {
+    {"fold", fold, METH_VARARGS, "Every line of a block with its variable tokens folded into <*>."},
+    {"spans", spans_of, METH_VARARGS, "(start, end) of the variable tokens of one line; None if binary."},
+    {"numbers", numbers, METH_VARARGS, "Values of the index-th variable token of several lines."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_fold", NULL, -1, METHODS};
+
+PyMODINIT_FUNC PyInit__fold(void) {
+    init_classes();
+    return PyModule_Create(&MODULE);
+}
