@@ -61,10 +61,12 @@ def cmd_speed(args: argparse.Namespace) -> int:
         size = parse_size(args.size)
     except ValueError as exc:
         raise JobError(str(exc)) from None
-    job = _cache_dir() / "bench" / f"large-{size}-{args.seed}"
+    suffix = "" if args.profile == "repetitive" else f"-{args.profile}"
+    job = _cache_dir() / "bench" / f"large-{size}-{args.seed}{suffix}"
     if not (job / ".complete").exists():
-        print(f"generating a {size / 1e9:.2f} GB job in {job} (once; cached)…", file=sys.stderr)
-        generate_large_job(job, size, seed=args.seed)
+        print(f"generating a {size / 1e9:.2f} GB {args.profile} job in {job} (once; cached)…",
+              file=sys.stderr)
+        generate_large_job(job, size, seed=args.seed, profile=args.profile)
         (job / ".complete").write_text("ok")
     rows = run_speed(job)
     total = sum(f.stat().st_size for f in job.rglob("*") if f.is_file())
@@ -103,6 +105,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = bsub.add_parser("speed", help="throughput and peak memory on a large generated job")
     s.add_argument("--size", default="1GB")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--profile", choices=["repetitive", "unique-tokens", "mixed"], default="repetitive",
+                   help="repetitive: lines differ only in numbers; unique-tokens: most lines carry hex "
+                        "pointers, comm ids, object reprs, UUIDs, temporary names, IPv6; mixed: some "
+                        "(engine/bench/data/speed.yaml)")
     s.set_defaults(func=cmd_speed)
     lh = bsub.add_parser("loghub", help="grouping accuracy of the parser on Loghub-2k")
     lh.add_argument("loghub_dir")

@@ -5,7 +5,8 @@
  * hashes, numbers with units), is all hex and long, or carries many digit runs (random names);
  * hex tokens joined to a variable token by ':' or '-' (UUIDs, IPv6) are variable too. Short
  * numbers glued to an identifier ("mlx5_0", "cuda:0") are kept. Identifiers with digits inside
- * ("c10d", "EXT4", "bf16") are kept. A line holding control bytes is "binary": its key is "\0".
+ * ("c10d", "EXT4", "bf16") are kept. Paths (two or more "/parts") fold whole. A line holding
+ * control bytes is "binary": its key is "\0".
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -32,7 +33,7 @@ static void init_classes(void) {
         if (c >= '0' && c <= '9') k = DIGIT;
         else if ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) k = HEXL;
         else if ((c >= 'g' && c <= 'z') || (c >= 'G' && c <= 'Z') || c >= 0x80) k = LETTER;
-        else if ((c < 0x20 && c != '\t' && c != '\r' && c != 0x1b && c != '\f' && c != '\v') || c == 0x7f)
+        else if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r' && c != 0x1b && c != '\f' && c != '\v') || c == 0x7f)
             k = CTRL;
         CLS[c] = k;
     }
@@ -40,15 +41,54 @@ static void init_classes(void) {
 
 static int is_alnum(unsigned char c) { return CLS[c] == DIGIT || CLS[c] == HEXL || CLS[c] == LETTER; }
 
-/* The folded spans of line s[0:n] into out (room for n / 2 + 1); -1 if the line is binary. */
-static Py_ssize_t line_spans(const unsigned char *s, Py_ssize_t n, const Rules *r, Span *out) {
+static int is_path_char(unsigned char c) {
+    return is_alnum(c) || c == '_' || c == '.' || c == '@' || c == ',' || c == '+' || c == '=' || c == '-';
+}
+
+/* The end of the path that starts at s[i] ('/' or '.'), or -1: two or more "/component" steps,
+ * each after up to two dots, not glued to a word before it (masking.yaml's `path`, folded whole:
+ * its parts are often random, e.g. /tmp/tmpw_edidfe/). `line` is where the line starts. */
+static Py_ssize_t path_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, Py_ssize_t line) {
+    if (i > line) {
+        unsigned char b = s[i - 1];
+        if (is_alnum(b) || b == '_' || b == '<' || b == '>') return -1;
+    }
+    Py_ssize_t p = i, steps = 0;
+    for (;;) {
+        Py_ssize_t q = p;
+        while (q < n && q - p < 2 && s[q] == '.') q++;
+        if (q >= n || s[q] != '/') break;
+        q++;
+        while (q < n && is_path_char(s[q])) q++;
+        steps++;
+        p = q;
+    }
+    return steps >= 2 ? p : -1;
+}
+
+/* The folded spans of line s[0:n] into out (room for n / 2 + 1); -1 if the line is binary. With
+ * limit >= 0 it may stop once it holds more than limit spans: the first limit - 1 are final then
+ * (a later token only ever adds its predecessor, which comes after them). */
+static Py_ssize_t line_spans(const unsigned char *s, Py_ssize_t n, const Rules *r, Span *out,
+                             Py_ssize_t limit) {
     Py_ssize_t k = 0, i = 0;
-    Py_ssize_t prev_a = -1, prev_b = -1; /* previous token */
-    int prev_folded = 0, prev_group = 0;
+    Py_ssize_t prev_b = -1, chain = -1; /* previous token's end; start of a chain of kept groups */
+    int prev_folded = 0, prev_group = 0, chain_len = 0, chain_digit = 0;
     while (i < n) {
         unsigned char c = CLS[s[i]];
         if (c == CTRL) return -1;
-        if (c == SEP) { i++; continue; }
+        if (c == SEP) {
+            Py_ssize_t e = (s[i] == '/' || s[i] == '.') ? path_end(s, i, n, 0) : -1;
+            if (e > 0) {
+                out[k++] = (Span){i, e};
+                if (limit >= 0 && k > limit) return k;
+                i = e;
+                prev_b = -1;
+            } else {
+                i++;
+            }
+            continue;
+        }
         Py_ssize_t a = i;
         int digits = 0, others = 0, runs = 0, in_run = 0;
         while (i < n) {
@@ -61,8 +101,8 @@ static Py_ssize_t line_spans(const unsigned char *s, Py_ssize_t n, const Rules *
         }
         Py_ssize_t b = i, len = b - a;
         int hexdig = digits > 0 && others == 0;
-        /* a UUID or IPv6 group: all hex, with a digit or of a group's length (4, or >= hex_min) */
-        int group = others == 0 && (digits > 0 || len == 4 || len >= r->hex_min);
+        /* a UUID or IPv6 group: all hex, with a digit or of a group's length (<= 4, or >= hex_min) */
+        int group = others == 0 && (digits > 0 || len <= 4 || len >= r->hex_min);
         int var = 0;
         if (CLS[s[a]] == DIGIT) {
             var = 1;
@@ -83,12 +123,28 @@ static Py_ssize_t line_spans(const unsigned char *s, Py_ssize_t n, const Rules *
             for (Py_ssize_t j = prev_b; j < a; j++)
                 if (s[j] != ':' && s[j] != '-') joined = 0;
         }
-        if (!var && joined && prev_folded && group) var = 1;
-        if (var && joined && !prev_folded && prev_group) { /* fold the previous one as well */
-            out[k++] = (Span){prev_a, prev_b};
+        int cont = joined && prev_group && !prev_folded && chain >= 0; /* continues the chain */
+        if (!var && group && ((joined && prev_folded) || (cont && chain_len >= 2 && (chain_digit || digits))))
+            var = 1; /* a group joined to a variable token, or the third of a chain with a digit */
+        if (var && cont) { /* the chain folds too */
+            for (Py_ssize_t j = chain; j < a;) {
+                Py_ssize_t t = j;
+                while (t < a && is_alnum(s[t])) t++;
+                if (t > j) out[k++] = (Span){j, t};
+                j = t > j ? t : j + 1;
+            }
         }
         if (var) out[k++] = (Span){a, b};
-        prev_a = a; prev_b = b; prev_folded = var; prev_group = group;
+        if (limit >= 0 && k > limit) return k;
+        if (var || !group) {
+            chain = -1;
+        } else if (cont) {
+            chain_len++;
+            chain_digit |= digits > 0;
+        } else {
+            chain = a; chain_len = 1; chain_digit = digits > 0;
+        }
+        prev_b = b; prev_folded = var; prev_group = group;
     }
     return k;
 }
@@ -101,54 +157,109 @@ static int parse_rules(PyObject *args, Py_buffer *buf, Rules *r) {
 
 static const char PLACEHOLDER[] = "<*>";
 
-/* fold(data, keep_underscore, keep_colon, hex_min, random_runs) -> bytes: every line folded. */
+/* fold(data, keep_underscore, keep_colon, hex_min, random_runs) -> bytes: every line folded.
+ * One pass over the block with the rules of line_spans (kept in step by tests/engine/test_fold.py). */
 static PyObject *fold(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Rules r;
     if (!parse_rules(args, &buf, &r)) return NULL;
     const unsigned char *s = buf.buf;
-    Py_ssize_t n = buf.len;
-    /* a folded line is at most 1.5 x its length ("0" -> "<*>" at most every other byte) + 1 */
-    char *out = PyMem_Malloc((size_t)n * 2 + 16);
-    Span *spans = NULL;
-    Py_ssize_t spans_cap = 0, o = 0, start = 0;
-    if (out == NULL) { PyBuffer_Release(&buf); return PyErr_NoMemory(); }
+    const Py_ssize_t n = buf.len;
+    /* a folded line is at most twice its length ("0 " -> "<*> ") */
+    PyObject *res = PyBytes_FromStringAndSize(NULL, n * 2 + 16);
+    if (res == NULL) { PyBuffer_Release(&buf); return NULL; }
+    char *out = PyBytes_AS_STRING(res);
+    Py_ssize_t o = 0, i = 0, line = 0, line_out = 0;
+    Py_ssize_t prev_b = -1; /* previous token of the line: its end */
+    Py_ssize_t chain = -1, chain_out = 0; /* a chain of kept hex groups: its start, in and out */
+    int prev_folded = 0, prev_group = 0, chain_len = 0, chain_digit = 0;
     Py_BEGIN_ALLOW_THREADS
-    while (start <= n) {
-        const unsigned char *nl = memchr(s + start, '\n', (size_t)(n - start));
-        Py_ssize_t end = nl ? (Py_ssize_t)(nl - s) : n;
-        Py_ssize_t len = end - start;
-        if (len / 2 + 2 > spans_cap) {
-            spans_cap = len / 2 + 2 > 1024 ? len / 2 + 2 : 1024;
-            PyMem_RawFree(spans);
-            spans = PyMem_RawMalloc(sizeof(Span) * (size_t)spans_cap);
-            if (spans == NULL) break;
-        }
-        Py_ssize_t k = line_spans(s + start, len, &r, spans);
-        if (k < 0) {
-            out[o++] = '\0';
-        } else {
-            Py_ssize_t p = 0;
-            for (Py_ssize_t j = 0; j < k; j++) {
-                memcpy(out + o, s + start + p, (size_t)(spans[j].a - p));
-                o += spans[j].a - p;
+    while (i < n) {
+        unsigned char ch = s[i], c = CLS[ch];
+        if (c == SEP) {
+            Py_ssize_t e = (ch == '/' || ch == '.') ? path_end(s, i, n, line) : -1;
+            if (e > 0) {
                 memcpy(out + o, PLACEHOLDER, 3);
                 o += 3;
-                p = spans[j].b;
+                i = e;
+                prev_b = -1;
+                continue;
             }
-            memcpy(out + o, s + start + p, (size_t)(len - p));
-            o += len - p;
+            if (ch == '\n') { line = i + 1; line_out = o + 1; prev_b = -1; }
+            out[o++] = (char)ch;
+            i++;
+            continue;
         }
-        if (!nl) break;
-        out[o++] = '\n';
-        start = end + 1;
+        if (c == CTRL) { /* a binary line: its key is "\0" */
+            const unsigned char *nl = memchr(s + i, '\n', (size_t)(n - i));
+            o = line_out;
+            out[o++] = '\0';
+            i = nl ? (Py_ssize_t)(nl - s) : n;
+            continue;
+        }
+        Py_ssize_t a = i, tok_out = o;
+        int digits = 0, others = 0, runs = 0, in_run = 0;
+        while (i < n) { /* copied while scanned; a variable token is overwritten below */
+            unsigned char d = CLS[s[i]];
+            if (d == DIGIT) { digits++; runs += !in_run; in_run = 1; }
+            else if (d == LETTER) { others++; in_run = 0; }
+            else if (d == HEXL) in_run = 0;
+            else break;
+            out[o++] = (char)s[i++];
+        }
+        Py_ssize_t b = i, len = b - a;
+        int group = others == 0 && (digits > 0 || len <= 4 || len >= r.hex_min);
+        int var = 0;
+        if (CLS[s[a]] == DIGIT) {
+            var = 1;
+            if (digits == len && a - line >= 2 && is_alnum(s[a - 2])) {
+                int next_ok = b >= n || !(s[b] == '.' || s[b] == ':' || s[b] == ',');
+                if (s[a - 1] == '_' && len <= r.keep_underscore) var = 0;
+                else if (s[a - 1] == ':' && len <= r.keep_colon && next_ok) var = 0;
+            }
+        } else if ((digits > 0 && others == 0 && len >= r.hex_min) || runs >= r.random_runs) {
+            var = 1;
+        }
+        int joined = 0;
+        if (prev_b >= 0 && a - prev_b <= 2) {
+            joined = 1;
+            for (Py_ssize_t j = prev_b; j < a; j++)
+                if (s[j] != ':' && s[j] != '-') joined = 0;
+        }
+        int cont = joined && prev_group && !prev_folded && chain >= 0; /* continues the chain */
+        if (!var && group && ((joined && prev_folded) || (cont && chain_len >= 2 && (chain_digit || digits))))
+            var = 1;
+        if (var) {
+            if (cont) { /* the chain folds too */
+                o = chain_out;
+                for (Py_ssize_t j = chain; j < a;) {
+                    if (is_alnum(s[j])) {
+                        while (j < a && is_alnum(s[j])) j++;
+                        memcpy(out + o, PLACEHOLDER, 3);
+                        o += 3;
+                    } else {
+                        out[o++] = (char)s[j++];
+                    }
+                }
+            } else {
+                o = tok_out;
+            }
+            memcpy(out + o, PLACEHOLDER, 3);
+            o += 3;
+            chain = -1;
+        } else if (!group) {
+            chain = -1;
+        } else if (cont) {
+            chain_len++;
+            chain_digit |= digits > 0;
+        } else {
+            chain = a; chain_out = tok_out; chain_len = 1; chain_digit = digits > 0;
+        }
+        prev_b = b; prev_folded = var; prev_group = group;
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
-    if (spans == NULL && n > 0) { PyMem_Free(out); return PyErr_NoMemory(); }
-    PyMem_RawFree(spans);
-    PyObject *res = PyBytes_FromStringAndSize(out, o);
-    PyMem_Free(out);
+    if (_PyBytes_Resize(&res, o) < 0) return NULL;
     return res;
 }
 
@@ -159,7 +270,7 @@ static PyObject *spans_of(PyObject *self, PyObject *args) {
     if (!parse_rules(args, &buf, &r)) return NULL;
     Span *sp = PyMem_Malloc(sizeof(Span) * (size_t)(buf.len / 2 + 2));
     if (sp == NULL) { PyBuffer_Release(&buf); return PyErr_NoMemory(); }
-    Py_ssize_t k = line_spans(buf.buf, buf.len, &r, sp);
+    Py_ssize_t k = line_spans(buf.buf, buf.len, &r, sp, -1);
     PyBuffer_Release(&buf);
     if (k < 0) { PyMem_Free(sp); Py_RETURN_NONE; }
     PyObject *list = PyList_New(k);
@@ -200,8 +311,9 @@ static PyObject *numbers(PyObject *self, PyObject *args) {
                 sp = PyMem_Malloc(sizeof(Span) * (size_t)cap);
                 if (sp == NULL) { Py_CLEAR(res); PyErr_NoMemory(); break; }
             }
-            Py_ssize_t k = line_spans(s + a, len, &r, sp);
-            if (ix[i] < 0 || ix[i] >= k) continue;
+            if (ix[i] < 0) continue;
+            Py_ssize_t k = line_spans(s + a, len, &r, sp, ix[i] + 1);
+            if (k < 0 || ix[i] >= k) continue;
             Span t = sp[ix[i]];
             if (t.b - t.a > 18) continue;
             int64_t v = 0;

@@ -3,8 +3,10 @@
 A token is a run of ASCII letters, digits and non-ASCII bytes. It is *variable*, and becomes
 "<*>", when it starts with a digit (numbers, `0x…` hex, hashes, `12ms`), is all hex with a digit
 and long (`deadbeef01…`), or holds many digit runs (random names such as `tmpa8f3k2ls`); hex
-tokens joined to a variable one by `:` or `-` fold with it (UUIDs, IPv6). Identifiers keep their
-digits (`c10d`, `EXT4-fs`, `bf16`), and so do short numbers glued to one (`mlx5_0`, `cuda:0`).
+tokens joined to a variable one by `:` or `-` fold with it (UUIDs, IPv6). Paths (two or more
+`/part` steps, as masking.yaml's `path` rule) fold whole: their parts are often random.
+Identifiers keep their digits (`c10d`, `EXT4-fs`, `bf16`), and so do short numbers glued to one
+(`mlx5_0`, `cuda:0`).
 A line with control bytes is *binary*: its key is BINARY_KEY and it is counted, not templated.
 The thresholds live in engine/data/masking.yaml (`fold:`). engine/_fold.c does the work; the
 Python version below gives the same result where the extension could not be built.
@@ -82,7 +84,7 @@ def _classes() -> bytes:
             cls[c] = _HEXL
         elif (chr(c).isascii() and chr(c).isalpha()) or c >= 0x80:
             cls[c] = _LETTER
-        elif (c < 0x20 and c not in (9, 13, 0x1B, 12, 11)) or c == 0x7F:
+        elif (c < 0x20 and c not in (9, 10, 13, 0x1B, 12, 11)) or c == 0x7F:
             cls[c] = _CTRL
     return bytes(cls)
 
@@ -95,13 +97,19 @@ def _py_spans(s: bytes, keep_us: int, keep_colon: int, hex_min: int, random_runs
     out: list[tuple[int, int]] = []
     n, i = len(s), 0
     prev: tuple[int, int] | None = None
-    prev_folded = prev_group = False
+    chain: list[tuple[int, int]] = []  # kept hex groups joined to each other, up to `prev`
+    prev_folded = prev_group = chain_digit = False
     cls = s.translate(_CLS)
     if 4 in cls:
         return None
     while i < n:
         if cls[i] == _SEP:
-            i += 1
+            e = _path_end(s, i) if s[i] in b"/." else -1
+            if e > 0:
+                out.append((i, e))
+                i, prev, chain = e, None, []
+            else:
+                i += 1
             continue
         a = i
         digits = others = runs = 0
@@ -118,7 +126,7 @@ def _py_spans(s: bytes, keep_us: int, keep_colon: int, hex_min: int, random_runs
             i += 1
         b, length = i, i - a
         hexdig = digits > 0 and others == 0
-        group = others == 0 and (digits > 0 or length == 4 or length >= hex_min)  # UUID/IPv6 group
+        group = others == 0 and (digits > 0 or length <= 4 or length >= hex_min)  # UUID/IPv6 group
         var = False
         if cls[a] == _DIGIT:
             var = True
@@ -131,14 +139,43 @@ def _py_spans(s: bytes, keep_us: int, keep_colon: int, hex_min: int, random_runs
         elif (hexdig and length >= hex_min) or runs >= random_runs:
             var = True
         joined = prev is not None and a - prev[1] <= 2 and not s[prev[1]:a].strip(b":-")
-        if not var and joined and prev_folded and group:
+        cont = joined and prev_group and not prev_folded and bool(chain)
+        if not var and group and ((joined and prev_folded) or
+                                  (cont and len(chain) >= 2 and (digits > 0 or chain_digit))):
             var = True
-        if var and joined and not prev_folded and prev_group and prev is not None:
-            out.append(prev)
+        if var and cont:
+            out.extend(chain)
         if var:
             out.append((a, b))
+        if var or not group:
+            chain = []
+        elif cont:
+            chain.append((a, b))
+            chain_digit = chain_digit or digits > 0
+        else:
+            chain, chain_digit = [(a, b)], digits > 0
         prev, prev_folded, prev_group = (a, b), var, group
     return out
+
+
+_PATH_CHARS = frozenset(b"_.@,+=-") | {c for c in range(256) if _CLS[c] in (_DIGIT, _HEXL, _LETTER)}
+
+
+def _path_end(s: bytes, i: int) -> int:
+    if i > 0 and (_CLS[s[i - 1]] in (_DIGIT, _HEXL, _LETTER) or s[i - 1] in b"_<>"):
+        return -1
+    p, steps, n = i, 0, len(s)
+    while True:
+        q = p
+        while q < n and q - p < 2 and s[q] == 0x2E:
+            q += 1
+        if q >= n or s[q] != 0x2F:
+            break
+        q += 1
+        while q < n and s[q] in _PATH_CHARS:
+            q += 1
+        steps, p = steps + 1, q
+    return p if steps >= 2 else -1
 
 
 def _fold_line(line: bytes) -> bytes:

@@ -13,10 +13,12 @@ from engine.fold import BINARY_KEY, _fold_line, fold_block, fold_text
     ("comm 55d1c0ffee42aa rank 3", "comm <*> rank <*>"),
     ("id 123e4567-e89b-12d3-a456-426614174000 done", "id <*>-<*>-<*>-<*>-<*> done"),
     ("peer fe80::1ff:fe23:4567:890a up", "peer <*>::<*>:<*>:<*>:<*> up"),
+    ("[cbb:e2c7:abcd:dbd:a967:c667:b654:c8e1]:29500", "[<*>:<*>:<*>:<*>:<*>:<*>:<*>:<*>]:<*>"),
     ("from 10.245.49.213:29500", "from <*>.<*>.<*>.<*>:<*>"),
     ("sha deadbeef01cafe", "sha <*>"),
     ("<torch.Tensor object at 0x7f3a9c00>", "<torch.Tensor object at <*>>"),
-    ("save /tmp/tmpa8f3k2ls/model.pt", "save /tmp/<*>/model.pt"),
+    ("save /tmp/tmpw_edidfe/model.pt now", "save <*> now"),
+    ("NET/IB : tokens/sec/gpu 12", "NET/IB : tokens/sec/gpu <*>"),
     ("loss 3.5e-05 took 12ms", "loss <*>.<*>-<*> took <*>"),
 ])
 def test_variable_tokens_fold_whole(line, want):
