@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drain3 import TemplateMiner
+from drain3.drain import Drain
 from drain3.template_miner_config import TemplateMinerConfig
 
 from engine.executors import Executor, choose_executor
@@ -24,13 +25,33 @@ from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
 from engine.model import ParsedJob, Stats, TemplateStat
-from engine.scan import FileScan, scan_file
+from engine.scan import COARSE, FileScan, scan_file
 
 MAX_CLUSTERS = 20000
+LEAF_CAP = 16  # clusters per Drain leaf (token count + first tokens); then lines join the closest
+MEMO_CAP = 200_000  # pre-keys (and masked messages) remembered; the memo starts again beyond
+COARSE_WORDS = 3  # words a coarse key's template shows (its lines share only their start)
 MAX_EXAMPLES = 3
 _LEVEL_RANK = {None: 0, "DEBUG": 1, "INFO": 2, "WARN": 3, "ERROR": 4, "FATAL": 5}
 
 Progress = Callable[[int, int, int], None]  # (files done, files total, bytes done)
+
+
+class _CappedDrain(Drain):
+    """Drain whose leaves hold at most LEAF_CAP clusters: once a leaf is full, a line that matches
+    none of them joins the most similar one (its template keeps the words they share). Without
+    the cap, lines that never repeat make every search scan a growing leaf (quadratic time)."""
+
+    def fast_match(self, cluster_ids, tokens, sim_th, include_params):  # drain3's signature
+        best, best_sim, best_params = None, -1.0, -1
+        for cid in cluster_ids:
+            cluster = self.id_to_cluster.get(cid)
+            if cluster is None:
+                continue
+            sim, params = self.get_seq_distance(cluster.log_template_tokens, tokens, include_params)
+            if sim > best_sim or (sim == best_sim and params > best_params):
+                best, best_sim, best_params = cluster, sim, params
+        return best if best_sim >= sim_th or len(cluster_ids) >= LEAF_CAP else None
 
 
 def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUSTERS) -> TemplateMiner:
@@ -44,7 +65,9 @@ def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUST
     cfg.mask_suffix = ">"
     cfg.parametrize_numeric_tokens = True
     cfg.masking_instructions = []
-    return TemplateMiner(config=cfg)
+    miner = TemplateMiner(config=cfg)
+    miner.drain.__class__ = _CappedDrain  # the same state, with capped leaves
+    return miner
 
 
 @dataclass
@@ -67,11 +90,17 @@ class TemplateTable:
         if info is None:
             header = parse_header(line.decode("utf-8", "replace"))
             masked = mask(fold_text(header.message)) or MASK
+            if key.startswith(COARSE):  # lines of a crowded file grouped by their start only
+                masked = " ".join([*masked.split()[:COARSE_WORDS if len(key) > 1 else 0], MASK])
             cid = self.by_masked.get(masked)
             if cid is None:
                 cid = self.miner.add_log_message(masked)["cluster_id"]
+                if len(self.by_masked) >= MEMO_CAP:
+                    self.by_masked.clear()
                 self.by_masked[masked] = cid
             info = KeyInfo(cid, header.level)
+            if len(self.by_key) >= MEMO_CAP:
+                self.by_key.clear()
             self.by_key[key] = info
         return info
 

@@ -27,6 +27,9 @@ from engine.rules import load
 SEQ_CAP = 256  # events kept per iteration (consecutive repeats collapse first)
 TAIL_LINES = 64  # lines kept from the end of a file to find its last timestamp
 MAX_DIGITS = 18  # longer iteration numbers do not fit an int64
+KEY_CAP = 50_000  # distinct pre-keys kept per file; beyond it lines are grouped by a coarse key
+COARSE_PREFIX = 48  # bytes of the pre-key a coarse key keeps (cut back to a space)
+COARSE = b"\x01"  # coarse keys start with it (see `coarse_key`)
 
 
 @lru_cache(maxsize=1)
@@ -101,6 +104,15 @@ def _str_span(text: str) -> tuple[int, int] | None:
     return None
 
 
+def coarse_key(key: bytes) -> bytes:
+    """The key of a line once its file holds KEY_CAP distinct pre-keys: the start of its pre-key
+    (whole words); once KEY_CAP coarse keys crowd the table too, COARSE alone. Memory and time
+    stay bounded for files whose lines never repeat (free text that folding cannot group)."""
+    head = key[:COARSE_PREFIX]
+    cut = head.rfind(b" ") if len(key) > COARSE_PREFIX else -1
+    return COARSE + (head[:cut] if cut > 0 else head)
+
+
 class _KeyTable:
     """A file's distinct pre-keys (local ids in order of first appearance) and their statistics."""
 
@@ -121,6 +133,9 @@ class _KeyTable:
             pass
         base = len(self.local)
         fresh = list(set(keys).difference(self.local))
+        if base + len(fresh) > KEY_CAP:
+            keys = self._coarsen(keys, fresh)
+            fresh = list(set(keys).difference(self.local))
         for k in fresh:
             self.local[k] = len(self.local)
         ids = np.fromiter(map(self.local.__getitem__, keys), dtype=np.int64, count=n)
@@ -142,10 +157,27 @@ class _KeyTable:
             sc.first_line.append(line)
             sc.last_line.append(line)
             self.first_pos[lid] = pos + i
-            tok = _marker_token(line)
+            tok = _marker_token(line) if not key.startswith(COARSE) else None  # mixed layouts
             if tok is not None:
                 self.marker_tok[lid] = tok
         return ids
+
+    def _coarsen(self, keys: list[bytes], fresh: list[bytes]) -> list[bytes]:
+        """`keys` with the fresh ones beyond KEY_CAP (in order of appearance) made coarse."""
+        room = max(0, KEY_CAP - len(self.local))
+        fresh_set = set(fresh)
+        over = list(dict.fromkeys(filter(fresh_set.__contains__, keys)))[room:]
+        room_coarse = 2 * KEY_CAP - max(len(self.local), KEY_CAP)  # then only COARSE itself
+        coarse: dict[bytes, bytes] = {}
+        made: set[bytes] = set()
+        for k in over:
+            c = coarse_key(k)
+            if c not in self.local and c not in made:
+                if len(made) >= room_coarse - 1:
+                    c = COARSE
+                made.add(c)
+            coarse[k] = c
+        return [coarse.get(k, k) for k in keys]
 
     def _grow(self, size: int) -> None:
         if size <= len(self.counts):

@@ -113,3 +113,18 @@ def test_iterations_take_memory_by_change_not_by_count(tmp_path):
     assert len(runs) == 200_000
     assert len(scan.runs) <= 8  # two markers per iteration repeat one pattern of two
     assert runs[-1] == (100_001, (len(scan.keys) - 1,))
+
+
+def test_a_file_of_lines_that_never_repeat_keeps_a_bounded_table(tmp_path, monkeypatch):
+    import engine.scan as scan_mod
+
+    monkeypatch.setattr(scan_mod, "KEY_CAP", 100)
+    rng = random.Random(2)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6)) for _ in range(3000)]
+    lines = [" ".join(rng.choice(words) for _ in range(8)) for _ in range(1000)]
+    path = tmp_path / "free.log"
+    path.write_text("\n".join(lines) + "\n")
+    scan = scan_file(RankFile(str(path), "n", 0), chunk=4096)
+    assert 100 < len(scan.keys) <= 201 and sum(scan.counts) == 1000
+    assert all(k.startswith(scan_mod.COARSE) for k in scan.keys[100:])
+    assert scan.first_line[:100] == [ln.encode() for ln in lines[:100]]
