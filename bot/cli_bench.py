@@ -70,7 +70,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
         (job / ".complete").write_text("ok")
     rows = run_speed(job)
     total = sum(f.stat().st_size for f in job.rglob("*") if f.is_file())
-    print(format_speed(rows, total))
+    print(format_speed(rows, total, args.profile))
     return 0
 
 

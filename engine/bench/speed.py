@@ -117,10 +117,10 @@ def run_speed(job: Path, pool_workers: int | None = None) -> list[dict]:
     return rows
 
 
-def format_speed(rows: list[dict], job_bytes: int) -> str:
+def format_speed(rows: list[dict], job_bytes: int, profile: str = "repetitive") -> str:
     base = next(r for r in rows if r["phase"] == "naive-drain3")["mb_per_s_per_core"]
     out = [
-        f"job: {job_bytes / 1e9:.2f} GB, {os.cpu_count()} cores, load average {_load()}",
+        f"job: {job_bytes / 1e9:.2f} GB, profile {profile}, {os.cpu_count()} cores, load average {_load()}",
         "",
         "| phase | cores | MB/s | MB/s per core | MB per CPU-second | × naive Drain3 | peak RSS MB |",
         "|---|---|---|---|---|---|---|",
