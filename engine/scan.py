@@ -68,10 +68,14 @@ class FileScan:
     year: int = 1970
 
 
+BY_REGEX = -2  # a marker whose number sits inside a kept word or a folded path ("global_step13")
+
+
 def _marker_token(line: bytes) -> int | None:
     """Which variable token of `line` is its iteration number (its index among the folded tokens),
     if the line is an iteration marker. Every line of a pre-key has its variable tokens in the
-    same places, so the number is read from that token of each line, without a regex per line."""
+    same places, so the number is read from that token of each line, without a regex per line;
+    BY_REGEX when the number is part of a bigger token (such lines are rare: checkpoint saves)."""
     text = line.decode("utf-8", "replace")
     if iteration_of(parse_header(text).message) is None:
         return None
@@ -92,7 +96,15 @@ def _marker_token(line: bytes) -> int | None:
     try:
         return (spans(line) or []).index((a, b))
     except ValueError:
-        return None
+        return BY_REGEX
+
+
+def _regex_number(line: bytes) -> int:
+    """The iteration number of a BY_REGEX marker line (-1 if it has none)."""
+    text = line.decode("utf-8", "replace")
+    char = _str_span(text)
+    digits = text[char[0]:char[1]] if char is not None else ""
+    return int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= MAX_DIGITS else -1
 
 
 def _str_span(text: str) -> tuple[int, int] | None:
@@ -122,7 +134,7 @@ class _KeyTable:
         self.counts = np.zeros(64, dtype=np.int64)
         self.first_pos = np.zeros(64, dtype=np.int64)
         self.last_pos = np.zeros(64, dtype=np.int64)
-        self.marker_tok = np.full(64, -1, dtype=np.int64)  # -1: not an iteration marker
+        self.marker_tok = np.full(64, -1, dtype=np.int64)  # -1: no marker (see _marker_token)
 
     def ids(self, keys: list[bytes], chunk: Chunk, pos: int) -> np.ndarray:
         """Local ids of `keys` (the pre-keys of `chunk`, whose first line is line `pos` of the file)."""
@@ -204,7 +216,13 @@ class _KeyTable:
         """The iteration numbers of the marker lines `at` of `chunk` (-1: that line's token is no number)."""
         if not len(at):
             return np.zeros(0, dtype=np.int64)
-        return numbers(chunk.data, chunk.starts[at], chunk.starts[at + 1] - 1, self.marker_tok[ids[at]])
+        tok = self.marker_tok[ids[at]]
+        vals = numbers(chunk.data, chunk.starts[at], chunk.starts[at + 1] - 1, tok)
+        odd = np.flatnonzero(tok == BY_REGEX)
+        if len(odd):
+            vals = vals.copy()
+            vals[odd] = [_regex_number(chunk.line(i)) for i in at[odd].tolist()]
+        return vals
 
     def finish(self) -> None:
         n = len(self.local)
@@ -345,7 +363,7 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
         n = len(keys)
         ids = table.ids(keys, block, pos)
         table.count(ids, block, pos)
-        is_marker = (table.marker_tok >= 0)[ids]
+        is_marker = (table.marker_tok != -1)[ids]
         at = np.flatnonzero(is_marker)
         nums = table.marker_numbers(ids, at, block)
         if (nums < 0).any():  # the token is not a number on these lines ("12ms" folds like "12")

@@ -54,7 +54,9 @@ def random_log(rng: random.Random) -> list[bytes]:
              "2026-05-01 10:00:{s:02d},123 - INFO - timers: fwd {a} ms", "grad norm {a}.{b}"]
     markers = [" iteration {it:8d}/ 1000 | consumed samples: {a} |",
                "2026-05-01 10:00:{s:02d},123 - INFO - [Rank {r}] iteration {it}: tokens {a}",
-               "[Rank {r}] step={it}, loss={a}", "[Rank {r}] données é iteration {it}: débit {a}"]
+               "[Rank {r}] step={it}, loss={a}", "[Rank {r}] données é iteration {it}: débit {a}",
+               "[Torch] Checkpoint global_step{it} is ready now!",
+               "[Torch] Saved /mnt/ckpt/run{r}/global_step{it}/mp_rank_00_model_states.pt."]
     out, it = [], rng.randint(0, 50)
     for _ in range(rng.randint(0, 400)):
         v = {"a": rng.randint(0, 10**6), "b": rng.randint(0, 99), "r": rng.randint(0, 15),
