@@ -66,14 +66,86 @@ static Py_ssize_t path_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, P
     return steps >= 2 ? p : -1;
 }
 
+/* What the previous tokens of a line leave for the next one. */
+typedef struct {
+    Py_ssize_t prev_b;  /* end of the previous token (-1: none, or a path came between) */
+    Py_ssize_t chain;   /* start of a chain of kept hex groups joined by ':'/'-' (-1: none) */
+    int prev_folded, prev_group, chain_len, chain_digit;
+} State;
+
+typedef struct {
+    Py_ssize_t b; /* end */
+    int var;      /* folds */
+    int cont;     /* continues the chain (which then folds with it) */
+    int group, digits;
+} Tok;
+
+static const State FRESH = {-1, -1, 0, 0, 0, 0};
+
+/* The token that starts at s[a] (a letter or digit) of the line starting at s[line]. */
+static inline Tok next_token(const unsigned char *s, Py_ssize_t a, Py_ssize_t n, Py_ssize_t line,
+                             const State *st, const Rules *r) {
+    Tok t;
+    Py_ssize_t i = a;
+    int others = 0, runs = 0, in_run = 0;
+    t.digits = 0;
+    while (i < n) {
+        unsigned char d = CLS[s[i]];
+        if (d == DIGIT) { t.digits++; runs += !in_run; in_run = 1; }
+        else if (d == LETTER) { others++; in_run = 0; }
+        else if (d == HEXL) in_run = 0;
+        else break;
+        i++;
+    }
+    Py_ssize_t len = i - a;
+    t.b = i;
+    /* a UUID or IPv6 group: all hex, with a digit or of a group's length (<= 4, or >= hex_min) */
+    t.group = others == 0 && (t.digits > 0 || len <= 4 || len >= r->hex_min);
+    t.var = 0;
+    if (CLS[s[a]] == DIGIT) {
+        t.var = 1;
+        if (t.digits == len && a - line >= 2 && is_alnum(s[a - 2])) {
+            int next_ok = i >= n || !(s[i] == '.' || s[i] == ':' || s[i] == ',');
+            if (s[a - 1] == '_' && len <= r->keep_underscore) t.var = 0;
+            else if (s[a - 1] == ':' && len <= r->keep_colon && next_ok) t.var = 0;
+        }
+    } else if ((t.digits > 0 && others == 0 && len >= r->hex_min) || runs >= r->random_runs) {
+        t.var = 1;
+    }
+    /* hex joined by ':' / '-' (one or two of them) to a variable token: UUID groups, IPv6 */
+    int joined = 0;
+    if (st->prev_b >= 0 && a - st->prev_b <= 2) {
+        joined = 1;
+        for (Py_ssize_t j = st->prev_b; j < a; j++)
+            if (s[j] != ':' && s[j] != '-') joined = 0;
+    }
+    t.cont = joined && st->prev_group && !st->prev_folded && st->chain >= 0;
+    if (!t.var && t.group && ((joined && st->prev_folded) ||
+                              (t.cont && st->chain_len >= 2 && (st->chain_digit || t.digits))))
+        t.var = 1; /* a group joined to a variable token, or the third of a chain with a digit */
+    return t;
+}
+
+/* The state after token t, which started at a. */
+static inline void advance(State *st, const Tok *t, Py_ssize_t a) {
+    if (t->var || !t->group) {
+        st->chain = -1;
+    } else if (t->cont) {
+        st->chain_len++;
+        st->chain_digit |= t->digits > 0;
+    } else {
+        st->chain = a; st->chain_len = 1; st->chain_digit = t->digits > 0;
+    }
+    st->prev_b = t->b; st->prev_folded = t->var; st->prev_group = t->group;
+}
+
 /* The folded spans of line s[0:n] into out (room for n / 2 + 1); -1 if the line is binary. With
  * limit >= 0 it may stop once it holds more than limit spans: the first limit - 1 are final then
  * (a later token only ever adds its predecessor, which comes after them). */
 static Py_ssize_t line_spans(const unsigned char *s, Py_ssize_t n, const Rules *r, Span *out,
                              Py_ssize_t limit) {
     Py_ssize_t k = 0, i = 0;
-    Py_ssize_t prev_b = -1, chain = -1; /* previous token's end; start of a chain of kept groups */
-    int prev_folded = 0, prev_group = 0, chain_len = 0, chain_digit = 0;
+    State st = FRESH;
     while (i < n) {
         unsigned char c = CLS[s[i]];
         if (c == CTRL) return -1;
@@ -83,68 +155,26 @@ static Py_ssize_t line_spans(const unsigned char *s, Py_ssize_t n, const Rules *
                 out[k++] = (Span){i, e};
                 if (limit >= 0 && k > limit) return k;
                 i = e;
-                prev_b = -1;
+                st.prev_b = -1;
             } else {
                 i++;
             }
             continue;
         }
         Py_ssize_t a = i;
-        int digits = 0, others = 0, runs = 0, in_run = 0;
-        while (i < n) {
-            unsigned char d = CLS[s[i]];
-            if (d == DIGIT) { digits++; if (!in_run) { runs++; in_run = 1; } }
-            else if (d == HEXL) in_run = 0;
-            else if (d == LETTER) { others++; in_run = 0; }
-            else break;
-            i++;
-        }
-        Py_ssize_t b = i, len = b - a;
-        int hexdig = digits > 0 && others == 0;
-        /* a UUID or IPv6 group: all hex, with a digit or of a group's length (<= 4, or >= hex_min) */
-        int group = others == 0 && (digits > 0 || len <= 4 || len >= r->hex_min);
-        int var = 0;
-        if (CLS[s[a]] == DIGIT) {
-            var = 1;
-            if (digits == len && a >= 2 && is_alnum(s[a - 2])) {
-                int next_ok = b >= n || !(s[b] == '.' || s[b] == ':' || s[b] == ',');
-                if (s[a - 1] == '_' && len <= r->keep_underscore) var = 0;
-                else if (s[a - 1] == ':' && len <= r->keep_colon && next_ok) var = 0;
-            }
-        } else if (hexdig && len >= r->hex_min) {
-            var = 1;
-        } else if (runs >= r->random_runs) {
-            var = 1;
-        }
-        /* hex joined by ':' / '-' (one or two of them) to a variable token: UUID groups, IPv6 */
-        int joined = 0;
-        if (prev_b >= 0 && a - prev_b <= 2) {
-            joined = 1;
-            for (Py_ssize_t j = prev_b; j < a; j++)
-                if (s[j] != ':' && s[j] != '-') joined = 0;
-        }
-        int cont = joined && prev_group && !prev_folded && chain >= 0; /* continues the chain */
-        if (!var && group && ((joined && prev_folded) || (cont && chain_len >= 2 && (chain_digit || digits))))
-            var = 1; /* a group joined to a variable token, or the third of a chain with a digit */
-        if (var && cont) { /* the chain folds too */
-            for (Py_ssize_t j = chain; j < a;) {
-                Py_ssize_t t = j;
-                while (t < a && is_alnum(s[t])) t++;
-                if (t > j) out[k++] = (Span){j, t};
-                j = t > j ? t : j + 1;
+        Tok t = next_token(s, a, n, 0, &st, r);
+        if (t.var && t.cont) { /* the chain folds too */
+            for (Py_ssize_t j = st.chain; j < a;) {
+                Py_ssize_t e = j;
+                while (e < a && is_alnum(s[e])) e++;
+                if (e > j) out[k++] = (Span){j, e};
+                j = e > j ? e : j + 1;
             }
         }
-        if (var) out[k++] = (Span){a, b};
+        if (t.var) out[k++] = (Span){a, t.b};
         if (limit >= 0 && k > limit) return k;
-        if (var || !group) {
-            chain = -1;
-        } else if (cont) {
-            chain_len++;
-            chain_digit |= digits > 0;
-        } else {
-            chain = a; chain_len = 1; chain_digit = digits > 0;
-        }
-        prev_b = b; prev_folded = var; prev_group = group;
+        advance(&st, &t, a);
+        i = t.b;
     }
     return k;
 }
@@ -170,9 +200,8 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     if (res == NULL) { PyBuffer_Release(&buf); return NULL; }
     char *out = PyBytes_AS_STRING(res);
     Py_ssize_t o = 0, i = 0, line = 0, line_out = 0;
-    Py_ssize_t prev_b = -1; /* previous token of the line: its end */
-    Py_ssize_t chain = -1, chain_out = 0; /* a chain of kept hex groups: its start, in and out */
-    int prev_folded = 0, prev_group = 0, chain_len = 0, chain_digit = 0;
+    State st = FRESH;
+    Py_ssize_t chain_out = 0; /* where the chain of kept hex groups starts in the output */
     Py_BEGIN_ALLOW_THREADS
     while (i < n) {
         unsigned char ch = s[i], c = CLS[ch];
@@ -182,10 +211,10 @@ static PyObject *fold(PyObject *self, PyObject *args) {
                 memcpy(out + o, PLACEHOLDER, 3);
                 o += 3;
                 i = e;
-                prev_b = -1;
+                st.prev_b = -1;
                 continue;
             }
-            if (ch == '\n') { line = i + 1; line_out = o + 1; prev_b = -1; }
+            if (ch == '\n') { line = i + 1; line_out = o + 1; st = FRESH; }
             out[o++] = (char)ch;
             i++;
             continue;
@@ -198,41 +227,11 @@ static PyObject *fold(PyObject *self, PyObject *args) {
             continue;
         }
         Py_ssize_t a = i, tok_out = o;
-        int digits = 0, others = 0, runs = 0, in_run = 0;
-        while (i < n) { /* copied while scanned; a variable token is overwritten below */
-            unsigned char d = CLS[s[i]];
-            if (d == DIGIT) { digits++; runs += !in_run; in_run = 1; }
-            else if (d == LETTER) { others++; in_run = 0; }
-            else if (d == HEXL) in_run = 0;
-            else break;
-            out[o++] = (char)s[i++];
-        }
-        Py_ssize_t b = i, len = b - a;
-        int group = others == 0 && (digits > 0 || len <= 4 || len >= r.hex_min);
-        int var = 0;
-        if (CLS[s[a]] == DIGIT) {
-            var = 1;
-            if (digits == len && a - line >= 2 && is_alnum(s[a - 2])) {
-                int next_ok = b >= n || !(s[b] == '.' || s[b] == ':' || s[b] == ',');
-                if (s[a - 1] == '_' && len <= r.keep_underscore) var = 0;
-                else if (s[a - 1] == ':' && len <= r.keep_colon && next_ok) var = 0;
-            }
-        } else if ((digits > 0 && others == 0 && len >= r.hex_min) || runs >= r.random_runs) {
-            var = 1;
-        }
-        int joined = 0;
-        if (prev_b >= 0 && a - prev_b <= 2) {
-            joined = 1;
-            for (Py_ssize_t j = prev_b; j < a; j++)
-                if (s[j] != ':' && s[j] != '-') joined = 0;
-        }
-        int cont = joined && prev_group && !prev_folded && chain >= 0; /* continues the chain */
-        if (!var && group && ((joined && prev_folded) || (cont && chain_len >= 2 && (chain_digit || digits))))
-            var = 1;
-        if (var) {
-            if (cont) { /* the chain folds too */
+        Tok t = next_token(s, a, n, line, &st, &r);
+        if (t.var) {
+            if (t.cont) { /* the chain folds too */
                 o = chain_out;
-                for (Py_ssize_t j = chain; j < a;) {
+                for (Py_ssize_t j = st.chain; j < a;) {
                     if (is_alnum(s[j])) {
                         while (j < a && is_alnum(s[j])) j++;
                         memcpy(out + o, PLACEHOLDER, 3);
@@ -241,21 +240,16 @@ static PyObject *fold(PyObject *self, PyObject *args) {
                         out[o++] = (char)s[j++];
                     }
                 }
-            } else {
-                o = tok_out;
             }
             memcpy(out + o, PLACEHOLDER, 3);
             o += 3;
-            chain = -1;
-        } else if (!group) {
-            chain = -1;
-        } else if (cont) {
-            chain_len++;
-            chain_digit |= digits > 0;
         } else {
-            chain = a; chain_out = tok_out; chain_len = 1; chain_digit = digits > 0;
+            memcpy(out + o, s + a, (size_t)(t.b - a));
+            o += t.b - a;
+            if (t.group && !t.cont) chain_out = tok_out;
         }
-        prev_b = b; prev_folded = var; prev_group = group;
+        advance(&st, &t, a);
+        i = t.b;
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
