@@ -187,19 +187,33 @@ static int parse_rules(PyObject *args, Py_buffer *buf, Rules *r) {
 
 static const char PLACEHOLDER[] = "<*>";
 
-/* fold(data, keep_underscore, keep_colon, hex_min, random_runs) -> bytes: every line folded.
- * One pass over the block with the rules of line_spans (kept in step by tests/engine/test_fold.py). */
+/* fold(data, keep_underscore, keep_colon, hex_min, random_runs[, width]) -> bytes: every line
+ * folded; with width > 0, (bytes, values): values holds width int64 per line, the value of the
+ * line's first `width` variable tokens where they are all digits (at most 18), else -1.
+ * One pass over the block with the rules of line_spans. */
 static PyObject *fold(PyObject *self, PyObject *args) {
     Py_buffer buf;
-    Rules r;
-    if (!parse_rules(args, &buf, &r)) return NULL;
+    Rules r = {2, 1, 8, 3};
+    Py_ssize_t width = 0;
+    if (!PyArg_ParseTuple(args, "y*|nnnnn", &buf, &r.keep_underscore, &r.keep_colon, &r.hex_min,
+                          &r.random_runs, &width))
+        return NULL;
     const unsigned char *s = buf.buf;
     const Py_ssize_t n = buf.len;
     /* a folded line is at most twice its length ("0 " -> "<*> ") */
-    PyObject *res = PyBytes_FromStringAndSize(NULL, n * 2 + 16);
+    PyObject *res = PyBytes_FromStringAndSize(NULL, n * 2 + 16), *vres = NULL;
     if (res == NULL) { PyBuffer_Release(&buf); return NULL; }
+    int64_t *vals = NULL;
+    if (width > 0) {
+        Py_ssize_t lines = 1;
+        for (const unsigned char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) lines++;
+        vres = PyBytes_FromStringAndSize(NULL, lines * width * 8);
+        if (vres == NULL) { Py_DECREF(res); PyBuffer_Release(&buf); return NULL; }
+        vals = (int64_t *)PyBytes_AS_STRING(vres);
+        memset(vals, 0xff, (size_t)(lines * width * 8)); /* -1 */
+    }
     char *out = PyBytes_AS_STRING(res);
-    Py_ssize_t o = 0, i = 0, line = 0, line_out = 0;
+    Py_ssize_t o = 0, i = 0, line = 0, line_out = 0, row = 0, k = 0; /* k: variable tokens so far */
     State st = FRESH;
     Py_ssize_t chain_out = 0; /* where the chain of kept hex groups starts in the output */
     Py_BEGIN_ALLOW_THREADS
@@ -212,9 +226,10 @@ static PyObject *fold(PyObject *self, PyObject *args) {
                 o += 3;
                 i = e;
                 st.prev_b = -1;
+                k++;
                 continue;
             }
-            if (ch == '\n') { line = i + 1; line_out = o + 1; st = FRESH; }
+            if (ch == '\n') { line = i + 1; line_out = o + 1; st = FRESH; row++; k = 0; }
             out[o++] = (char)ch;
             i++;
             continue;
@@ -224,6 +239,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
             o = line_out;
             out[o++] = '\0';
             i = nl ? (Py_ssize_t)(nl - s) : n;
+            if (vals) memset(vals + row * width, 0xff, (size_t)(width * 8));
             continue;
         }
         Py_ssize_t a = i, tok_out = o;
@@ -236,6 +252,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
                         while (j < a && is_alnum(s[j])) j++;
                         memcpy(out + o, PLACEHOLDER, 3);
                         o += 3;
+                        k++;
                     } else {
                         out[o++] = (char)s[j++];
                     }
@@ -243,6 +260,12 @@ static PyObject *fold(PyObject *self, PyObject *args) {
             }
             memcpy(out + o, PLACEHOLDER, 3);
             o += 3;
+            if (vals && k < width && t.digits == t.b - a && t.b - a <= 18) {
+                int64_t v = 0;
+                for (Py_ssize_t j = a; j < t.b; j++) v = v * 10 + (s[j] - '0');
+                vals[row * width + k] = v;
+            }
+            k++;
         } else {
             memcpy(out + o, s + a, (size_t)(t.b - a));
             o += t.b - a;
@@ -253,8 +276,12 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
-    if (_PyBytes_Resize(&res, o) < 0) return NULL;
-    return res;
+    if (_PyBytes_Resize(&res, o) < 0) { Py_XDECREF(vres); return NULL; }
+    if (vres == NULL) return res;
+    PyObject *pair = PyTuple_Pack(2, res, vres);
+    Py_DECREF(res);
+    Py_DECREF(vres);
+    return pair;
 }
 
 /* spans(line, ...) -> list of (start, end) of the folded tokens, or None for a binary line. */

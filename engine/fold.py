@@ -42,6 +42,21 @@ def fold_block(data: bytes) -> bytes:
     return b"\n".join(_fold_line(line) for line in data.split(b"\n"))
 
 
+def fold_block_values(data: bytes, width: int) -> tuple[bytes, np.ndarray]:
+    """`fold_block(data)` and, per line, the values of its first `width` variable tokens that are
+    all digits (-1 for the others): a (lines, width) int64 array, read in the same pass."""
+    if _c is not None:
+        keys, vals = _c.fold(data, *rules(), width)
+        return keys, np.frombuffer(vals, dtype=np.int64).reshape(-1, width)
+    lines = data.split(b"\n")
+    out = np.full((len(lines), width), -1, dtype=np.int64)
+    for row, line in enumerate(lines):
+        for k, (a, b) in enumerate((_py_spans(line, *rules()) or [])[:width]):
+            if b - a <= 18 and line[a:b].isdigit() and line[a:b].isascii():
+                out[row, k] = int(line[a:b])
+    return b"\n".join(_fold_line(ln) for ln in lines), out
+
+
 def fold_text(text: str) -> str:
     """One message folded (what a template shows for the tokens its key folded)."""
     return fold_block(text.encode("utf-8", "surrogateescape")).decode("utf-8", "replace")

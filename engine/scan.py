@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine.fold import fold_block, numbers, spans
+from engine.fold import fold_block, fold_block_values, numbers, spans
 from engine.headers import parse_header, timestamp
 from engine.ingest import CHUNK, Chunk, RankFile, ReadReport, iter_chunks
 from engine.iterruns import Run, RunBuilder
@@ -30,6 +30,7 @@ MAX_DIGITS = 18  # longer iteration numbers do not fit an int64
 KEY_CAP = 50_000  # distinct pre-keys kept per file; beyond it lines are grouped by a coarse key
 COARSE_PREFIX = 48  # bytes of the pre-key a coarse key keeps (cut back to a space)
 COARSE = b"\x01"  # coarse keys start with it (see `coarse_key`)
+VALUE_WIDTH = 16  # numbers read with the fold per line: those of its first variable tokens
 
 
 @lru_cache(maxsize=1)
@@ -212,15 +213,19 @@ class _KeyTable:
         for lid, i in zip(rev_u.tolist(), last.tolist(), strict=True):
             last_line[lid] = chunk.line(i)
 
-    def marker_numbers(self, ids: np.ndarray, at: np.ndarray, chunk: Chunk) -> np.ndarray:
-        """The iteration numbers of the marker lines `at` of `chunk` (-1: that line's token is no number)."""
+    def marker_numbers(self, ids: np.ndarray, at: np.ndarray, chunk: Chunk, values: np.ndarray
+                       ) -> np.ndarray:
+        """The iteration numbers of the marker lines `at` of `chunk` (-1: that line's token is no
+        number), mostly from `values` (see `fold_block_values`)."""
         if not len(at):
             return np.zeros(0, dtype=np.int64)
         tok = self.marker_tok[ids[at]]
-        vals = numbers(chunk.data, chunk.starts[at], chunk.starts[at + 1] - 1, tok)
+        vals = values[at, np.clip(tok, 0, VALUE_WIDTH - 1)]
+        far = np.flatnonzero(tok >= VALUE_WIDTH)
+        if len(far):
+            vals[far] = numbers(chunk.data, chunk.starts[at[far]], chunk.starts[at[far] + 1] - 1, tok[far])
         odd = np.flatnonzero(tok == BY_REGEX)
         if len(odd):
-            vals = vals.copy()
             vals[odd] = [_regex_number(chunk.line(i)) for i in at[odd].tolist()]
         return vals
 
@@ -359,13 +364,14 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     tail: list[bytes] = []
     pos = 0
     for block in iter_chunks(rank_file.path, report, chunk):
-        keys = fold_block(block.data).split(b"\n")
+        folded, values = fold_block_values(block.data, VALUE_WIDTH)
+        keys = folded.split(b"\n")
         n = len(keys)
         ids = table.ids(keys, block, pos)
         table.count(ids, block, pos)
         is_marker = (table.marker_tok != -1)[ids]
         at = np.flatnonzero(is_marker)
-        nums = table.marker_numbers(ids, at, block)
+        nums = table.marker_numbers(ids, at, block, values)
         if (nums < 0).any():  # the token is not a number on these lines ("12ms" folds like "12")
             is_marker[at[nums < 0]] = False
             at, nums = at[nums >= 0], nums[nums >= 0]

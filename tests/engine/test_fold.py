@@ -58,3 +58,15 @@ def test_c_and_python_agree(monkeypatch):
     block = b"\n".join(lines)
     assert fold_block(block).split(b"\n") == [_fold_line(ln) for ln in lines]
     assert [fold.spans(ln) for ln in lines] == [fold._py_spans(ln, *fold.rules()) for ln in lines]
+
+
+def test_values_read_in_the_fold_match_the_python_twin(monkeypatch):
+    lines = [b"iteration 184: loss 2.5 ptr 0x1f step 7", b"\x00bin 12", b"", b"a 99999999999999999999 b 3",
+             b"at /x/y/12 uuid 123e4567-e89b-12d3-a456-426614174000 then 42"]
+    block = b"\n".join(lines)
+    keys, vals = fold.fold_block_values(block, 6)
+    assert vals[0].tolist() == [184, 2, 5, -1, 7, -1] and vals[1].tolist() == [-1] * 6
+    assert vals[4].tolist() == [-1] * 5 + [426614174000] and vals[3][:2].tolist() == [-1, 3]
+    monkeypatch.setattr(fold, "_c", None)
+    py_keys, py_vals = fold.fold_block_values(block, 6)
+    assert py_keys == keys and py_vals.tolist() == vals.tolist()
