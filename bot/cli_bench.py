@@ -116,10 +116,12 @@ def cmd_speed(args: argparse.Namespace) -> int:
         size = parse_size(args.size)
     except ValueError as exc:
         raise JobError(str(exc)) from None
-    job = _cache_dir() / "bench" / f"large-{size}-{args.seed}"
+    suffix = "" if args.profile == "repetitive" else f"-{args.profile}"
+    job = _cache_dir() / "bench" / f"large-{size}-{args.seed}{suffix}"
     if not (job / ".complete").exists():
-        print(f"generating a {size / 1e9:.2f} GB job in {job} (once; cached)…", file=sys.stderr)
-        generate_large_job(job, size, seed=args.seed)
+        print(f"generating a {size / 1e9:.2f} GB {args.profile} job in {job} (once; cached)…",
+              file=sys.stderr)
+        generate_large_job(job, size, seed=args.seed, profile=args.profile)
         (job / ".complete").write_text("ok")
     total = sum(f.stat().st_size for f in job.rglob("*") if f.is_file())
     if args.executor == "dask":
@@ -130,7 +132,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
         print(format_dask_speed(run_dask_speed(job, scheduler=args.scheduler), total))
         return 0
     rows = run_speed(job)
-    print(format_speed(rows, total))
+    print(format_speed(rows, total, args.profile))
     return 0
 
 
@@ -220,6 +222,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="dask: parse on a LocalCluster of 1 and 2 workers (or --scheduler) and model 16")
     s.add_argument("--scheduler", default=None, help="with --executor dask: an existing cluster's address")
+    s.add_argument("--profile", choices=["repetitive", "unique-tokens", "mixed"], default="repetitive",
+                   help="repetitive: lines differ only in numbers; unique-tokens: most lines carry hex "
+                        "pointers, comm ids, object reprs, UUIDs, temporary names, IPv6; mixed: some "
+                        "(engine/bench/data/speed.yaml)")
     s.set_defaults(func=cmd_speed)
     hg = bsub.add_parser("hang", help="hang cases diagnosed with and without their flight-recorder and "
                                       "stack dumps")

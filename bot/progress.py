@@ -1,7 +1,8 @@
-"""A progress bar for long ``l4 diagnose`` runs: files and bytes read, on stderr, with rich.
+"""Progress of long ``l4 diagnose`` runs: files and bytes read, on stderr.
 
-Shown only when stderr is a terminal and the output is not JSON; it is transient (gone when
-the run ends), so it never mixes with the diagnosis on stdout.
+On a terminal (and when the output is not JSON) a transient rich bar, gone when the run ends;
+otherwise (a pipe, a log file, a CI job) one plain line every few seconds, so that a long run is
+never silent. Neither mixes with the diagnosis on stdout.
 """
 from __future__ import annotations
 
@@ -57,6 +58,43 @@ class DiagnoseProgress:
             self._bar.stop()
 
 
+class LineProgress:
+    """The same callbacks as DiagnoseProgress, writing one plain line at most every `every` seconds
+    (none for a run shorter than that)."""
+
+    def __init__(self, stream: IO[str] | None = None, every: float = 5.0) -> None:
+        self._stream = stream
+        self._every = every
+        self._started = self._last = time.monotonic()
+
+    def _due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last < self._every:
+            return False
+        self._last = now
+        return True
+
+    def _say(self, text: str) -> None:
+        stream = self._stream if self._stream is not None else sys.stderr
+        try:
+            print(f"l4: {text}", file=stream, flush=True)
+        except (OSError, ValueError):  # a closed or broken stderr never stops the run
+            pass
+
+    def __call__(self, done: int, total: int, bytes_done: int) -> None:
+        if self._due():
+            elapsed = max(time.monotonic() - self._started, 1e-6)
+            self._say(f"{done}/{total} files read, {decimal(bytes_done)} "
+                      f"({decimal(int(bytes_done / elapsed))}/s, {elapsed:.0f} s)")
+
+    def fetched(self, done: int, total: int | None) -> None:
+        if self._due():
+            self._say(f"downloaded {decimal(done)}" + (f" of {decimal(total)}" if total else ""))
+
+    def close(self) -> None:
+        pass
+
+
 def wants_progress(fmt: str, stream: IO[str] | None = None) -> bool:
     """True when a bar should be drawn: ``stream`` (default stderr) is a terminal, output not JSON."""
     stream = stream if stream is not None else sys.stderr
@@ -67,10 +105,12 @@ def wants_progress(fmt: str, stream: IO[str] | None = None) -> bool:
 
 
 @contextmanager
-def diagnose_progress(enabled: bool, console: Console | None = None) -> Iterator[DiagnoseProgress | None]:
-    """A progress callback for triage/parse (None when not ``enabled``); the bar is removed on exit."""
+def diagnose_progress(enabled: bool, console: Console | None = None
+                      ) -> Iterator[DiagnoseProgress | LineProgress]:
+    """A progress callback for triage/parse: the bar when ``enabled`` (removed on exit), else
+    plain lines every few seconds."""
     if not enabled:
-        yield None
+        yield LineProgress()
         return
     bar = DiagnoseProgress(console or Console(stderr=True))
     try:

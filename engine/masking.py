@@ -7,7 +7,7 @@ from functools import lru_cache
 from engine.rules import load
 
 MASK = "<*>"
-_COLLAPSE = re.compile(r"(?:<\*>[\s,:/.x-]*){2,}<\*>")
+_COLLAPSE = re.compile(r"(?:<\*>[,:/.x-]*){2,}<\*>")  # within one token: token counts stay
 
 
 @lru_cache(maxsize=1)

@@ -75,6 +75,7 @@ class Stats:
     templates: int = 0
     seconds: float = 0.0
     long_lines_cut: int = 0
+    binary_lines: int = 0  # lines with control bytes: counted, not templated
     unreadable_files: list[str] = field(default_factory=list)  # "path: reason"
     empty_or_binary_files: list[str] = field(default_factory=list)  # "path: empty" | "path: not text ..."
 

@@ -1,8 +1,10 @@
 """Template mining: scans of rank files (see `scan`) → Drain3 templates shared by several jobs.
 
-Only distinct pre-keys reach this stage. Each is header-stripped and masked; identical masked
-messages are memoised, and Drain3 runs only on a cache miss. Parsing a failed job together with
-its history jobs in one miner gives them one template vocabulary, which cross-job filtering needs.
+Only distinct pre-keys reach this stage. The first line of each is header-stripped, folded like
+its key (so the template shows the words the key kept) and masked; identical masked messages are
+memoised, and Drain3 runs only on a cache miss. Binary lines are counted, not templated. Parsing
+a failed job together with its history jobs in one miner gives them one template vocabulary,
+which cross-job filtering needs.
 """
 
 from __future__ import annotations
@@ -13,21 +15,43 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drain3 import TemplateMiner
+from drain3.drain import Drain
 from drain3.template_miner_config import TemplateMinerConfig
 
 from engine.executors import Executor, choose_executor
+from engine.fold import BINARY_KEY, fold_text
 from engine.headers import parse_header, timestamp
 from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
 from engine.model import ParsedJob, Stats, TemplateStat
-from engine.scan import FileScan, scan_file
+from engine.scan import COARSE, FileScan, scan_file
 
 MAX_CLUSTERS = 20000
+LEAF_CAP = 16  # clusters per Drain leaf (token count + first tokens); then lines join the closest
+MEMO_CAP = 200_000  # pre-keys (and masked messages) remembered; the memo starts again beyond
+COARSE_WORDS = 3  # words a coarse key's template shows (its lines share only their start)
 MAX_EXAMPLES = 3
 _LEVEL_RANK = {None: 0, "DEBUG": 1, "INFO": 2, "WARN": 3, "ERROR": 4, "FATAL": 5}
 
 Progress = Callable[[int, int, int], None]  # (files done, files total, bytes done)
+
+
+class _CappedDrain(Drain):
+    """Drain whose leaves hold at most LEAF_CAP clusters: once a leaf is full, a line that matches
+    none of them joins the most similar one (its template keeps the words they share). Without
+    the cap, lines that never repeat make every search scan a growing leaf (quadratic time)."""
+
+    def fast_match(self, cluster_ids, tokens, sim_th, include_params):  # drain3's signature
+        best, best_sim, best_params = None, -1.0, -1
+        for cid in cluster_ids:
+            cluster = self.id_to_cluster.get(cid)
+            if cluster is None:
+                continue
+            sim, params = self.get_seq_distance(cluster.log_template_tokens, tokens, include_params)
+            if sim > best_sim or (sim == best_sim and params > best_params):
+                best, best_sim, best_params = cluster, sim, params
+        return best if best_sim >= sim_th or len(cluster_ids) >= LEAF_CAP else None
 
 
 def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUSTERS) -> TemplateMiner:
@@ -41,14 +65,15 @@ def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUST
     cfg.mask_suffix = ">"
     cfg.parametrize_numeric_tokens = True
     cfg.masking_instructions = []
-    return TemplateMiner(config=cfg)
+    miner = TemplateMiner(config=cfg)
+    miner.drain.__class__ = _CappedDrain  # the same state, with capped leaves
+    return miner
 
 
 @dataclass
 class KeyInfo:
     cluster: int
     level: str | None
-    text: str = ""  # the pre-key, decoded
 
 
 class TemplateTable:
@@ -59,17 +84,23 @@ class TemplateTable:
         self.by_key: dict[bytes, KeyInfo] = {}
         self.by_masked: dict[str, int] = {}
 
-    def lookup(self, key: bytes) -> KeyInfo:
+    def lookup(self, key: bytes, line: bytes) -> KeyInfo:
+        """The cluster of pre-key `key`, whose first line in some file is `line`."""
         info = self.by_key.get(key)
         if info is None:
-            text = key.decode("utf-8", "replace")
-            header = parse_header(text)
-            masked = mask(header.message) or MASK
+            header = parse_header(line.decode("utf-8", "replace"))
+            masked = mask(fold_text(header.message)) or MASK
+            if key.startswith(COARSE):  # lines of a crowded file grouped by their start only
+                masked = " ".join([*masked.split()[:COARSE_WORDS if len(key) > 1 else 0], MASK])
             cid = self.by_masked.get(masked)
             if cid is None:
                 cid = self.miner.add_log_message(masked)["cluster_id"]
+                if len(self.by_masked) >= MEMO_CAP:
+                    self.by_masked.clear()
                 self.by_masked[masked] = cid
-            info = KeyInfo(cid, header.level, text)
+            info = KeyInfo(cid, header.level)
+            if len(self.by_key) >= MEMO_CAP:
+                self.by_key.clear()
             self.by_key[key] = info
         return info
 
@@ -144,14 +175,18 @@ class _JobBuilder:
         self.file_nodes[scan.path] = scan.node
         self.file_lines[scan.path] = scan.lines
         ncounts = self.node_counts.setdefault(scan.node, {})
-        local_to_cluster: list[int] = []
+        local_to_cluster: list[int | None] = []
         pos = self.positions.setdefault(scan.path, {})
         node_first = self.node_first_seen.setdefault(scan.node, {})
         for lid, key in enumerate(scan.keys):
-            info = table.lookup(key)
+            count = scan.counts[lid]
+            if key == BINARY_KEY:
+                st.binary_lines += count
+                local_to_cluster.append(None)
+                continue
+            info = table.lookup(key, scan.first_line[lid])
             cid = info.cluster
             local_to_cluster.append(cid)
-            count = scan.counts[lid]
             ncounts[cid] = ncounts.get(cid, 0) + count
             stat = self.by_cluster.get(cid)
             if stat is None:
@@ -162,24 +197,25 @@ class _JobBuilder:
                 self.levels[cid] = info.level
             line = scan.first_line[lid].decode("utf-8", "replace")
             self._add_example(stat, line)
-            ts = timestamp(line, scan.year, info.text)
+            ts = timestamp(line, scan.year)
             if ts:
                 if stat.first_seen is None or ts < stat.first_seen:
                     stat.first_seen = ts
                 if ts < node_first.get(cid, "~"):
                     node_first[cid] = ts
             if count > 1:
-                ts = timestamp(scan.last_line[lid].decode("utf-8", "replace"), scan.year, info.text)
+                ts = timestamp(scan.last_line[lid].decode("utf-8", "replace"), scan.year)
             if ts and (stat.last_seen is None or ts > stat.last_seen):
                 stat.last_seen = ts
             first, last = scan.first_pos[lid], scan.last_pos[lid]
             old = pos.get(cid)
             pos[cid] = (first, last) if old is None else (min(old[0], first), max(old[1], last))
-        if scan.truncated_tail is not None:
-            cid = local_to_cluster[scan.truncated_tail]
-            self.truncated_tails[cid] = self.truncated_tails.get(cid, 0) + 1
+        tail = local_to_cluster[scan.truncated_tail] if scan.truncated_tail is not None else None
+        if tail is not None:
+            self.truncated_tails[tail] = self.truncated_tails.get(tail, 0) + 1
         if scan.runs:
-            seqs = [tuple(local_to_cluster[i] for i in seq) for seq in scan.seqs]
+            seqs = [tuple(c for c in (local_to_cluster[i] for i in seq) if c is not None)
+                    for seq in scan.seqs]
             its = self.iterations[scan.path] = IterationRuns(scan.runs, seqs)
             last_iter = its.max_iteration()
             assert last_iter is not None

@@ -1,9 +1,10 @@
 """The per-file pass: one rank file → counts of pre-keyed lines, first lines, iteration sequences.
 
-A *pre-key* is a raw line with every digit turned into "0" (one `bytes.translate` over a whole
-block). Synchronised training repeats the same lines with other numbers, so a job has few distinct
-pre-keys; only those go on to masking and Drain (see `parse`). This function is pure and picklable:
-an executor maps it over files.
+A *pre-key* is a raw line with its whole variable tokens (numbers, hex, UUIDs, IPs, hashes…)
+folded into "<*>" (`fold.fold_block`, one C pass over a whole block). Synchronised training
+repeats the same lines with other values, so a job has few distinct pre-keys; only those go on
+to masking and Drain (see `parse`). This function is pure and picklable: an executor maps it
+over files.
 """
 
 from __future__ import annotations
@@ -17,15 +18,19 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine.fold import fold_block, fold_block_values, numbers, spans
 from engine.headers import parse_header, timestamp
 from engine.ingest import CHUNK, Chunk, RankFile, ReadReport, iter_chunks
 from engine.iterruns import Run, RunBuilder
 from engine.rules import load
 
-_ZERO_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 SEQ_CAP = 256  # events kept per iteration (consecutive repeats collapse first)
 TAIL_LINES = 64  # lines kept from the end of a file to find its last timestamp
 MAX_DIGITS = 18  # longer iteration numbers do not fit an int64
+KEY_CAP = 50_000  # distinct pre-keys kept per file; beyond it lines are grouped by a coarse key
+COARSE_PREFIX = 48  # bytes of the pre-key a coarse key keeps (cut back to a space)
+COARSE = b"\x01"  # coarse keys start with it (see `coarse_key`)
+VALUE_WIDTH = 16  # numbers read with the fold per line: those of its first variable tokens
 
 
 @lru_cache(maxsize=1)
@@ -40,11 +45,6 @@ def iteration_of(message: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
-
-
-@lru_cache(maxsize=1)
-def _marker_bytes_regexes() -> list[re.Pattern[bytes]]:
-    return [re.compile(rx.pattern.encode("utf-8")) for rx in marker_regexes()]
 
 
 @dataclass
@@ -70,38 +70,43 @@ class FileScan:
     year: int = 1970
 
 
-@lru_cache(maxsize=1 << 16)
-def _marker_span(key: bytes) -> tuple[int, int] | None:
-    """Where the iteration number sits in lines with pre-key `key` (offset, digits), if a marker.
+BY_REGEX = -2  # a marker whose number sits inside a kept word or a folded path ("global_step13")
 
-    A pre-key has the byte layout of every line it stands for (digits are only turned into "0"),
-    so the number is read from the same bytes of each line, without a regex per line."""
-    text = key.decode("utf-8", "replace")
+
+def _marker_token(line: bytes) -> int | None:
+    """Which variable token of `line` is its iteration number (its index among the folded tokens),
+    if the line is an iteration marker. Every line of a pre-key has its variable tokens in the
+    same places, so the number is read from that token of each line, without a regex per line;
+    BY_REGEX when the number is part of a bigger token (such lines are rare: checkpoint saves)."""
+    text = line.decode("utf-8", "replace")
     if iteration_of(parse_header(text).message) is None:
         return None
-    span = None
-    if key.isascii():
-        char = _str_span(text)
-        span = (char[0], char[1] - char[0]) if char is not None else None
+    char = _str_span(text)
+    if char is None:
+        return None
+    if line.isascii():
+        a, b = char
     else:
-        try:  # character offsets → byte offsets, exact when the key is valid UTF-8
-            strict = key.decode("utf-8")
+        try:  # character offsets → byte offsets, exact when the line is valid UTF-8
+            strict = line.decode("utf-8")
         except UnicodeDecodeError:
-            strict = None
-        if strict is not None:
-            char = _str_span(strict)
-            if char is not None:
-                a = len(strict[:char[0]].encode("utf-8"))
-                span = (a, len(strict[char[0]:char[1]].encode("utf-8")))
-        else:
-            for rx in _marker_bytes_regexes():
-                m = rx.search(key)
-                if m:
-                    span = (m.start(1), m.end(1) - m.start(1))
-                    break
-    if span is None or not 0 < span[1] <= MAX_DIGITS or key[span[0]:span[0] + span[1]].strip(b"0"):
-        return None  # only ASCII digits (all "0" in a pre-key) are read
-    return span
+            return None
+        a = len(strict[:char[0]].encode("utf-8"))
+        b = a + len(strict[char[0]:char[1]].encode("utf-8"))
+    if not 0 < b - a <= MAX_DIGITS or not line[a:b].isdigit():
+        return None  # only ASCII digits are read
+    try:
+        return (spans(line) or []).index((a, b))
+    except ValueError:
+        return BY_REGEX
+
+
+def _regex_number(line: bytes) -> int:
+    """The iteration number of a BY_REGEX marker line (-1 if it has none)."""
+    text = line.decode("utf-8", "replace")
+    char = _str_span(text)
+    digits = text[char[0]:char[1]] if char is not None else ""
+    return int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= MAX_DIGITS else -1
 
 
 def _str_span(text: str) -> tuple[int, int] | None:
@@ -113,6 +118,15 @@ def _str_span(text: str) -> tuple[int, int] | None:
     return None
 
 
+def coarse_key(key: bytes) -> bytes:
+    """The key of a line once its file holds KEY_CAP distinct pre-keys: the start of its pre-key
+    (whole words); once KEY_CAP coarse keys crowd the table too, COARSE alone. Memory and time
+    stay bounded for files whose lines never repeat (free text that folding cannot group)."""
+    head = key[:COARSE_PREFIX]
+    cut = head.rfind(b" ") if len(key) > COARSE_PREFIX else -1
+    return COARSE + (head[:cut] if cut > 0 else head)
+
+
 class _KeyTable:
     """A file's distinct pre-keys (local ids in order of first appearance) and their statistics."""
 
@@ -122,8 +136,7 @@ class _KeyTable:
         self.counts = np.zeros(64, dtype=np.int64)
         self.first_pos = np.zeros(64, dtype=np.int64)
         self.last_pos = np.zeros(64, dtype=np.int64)
-        self.marker_off = np.zeros(64, dtype=np.int64)
-        self.marker_len = np.zeros(64, dtype=np.int64)  # 0: not an iteration marker
+        self.marker_tok = np.full(64, -1, dtype=np.int64)  # -1: no marker (see _marker_token)
 
     def ids(self, keys: list[bytes], chunk: Chunk, pos: int) -> np.ndarray:
         """Local ids of `keys` (the pre-keys of `chunk`, whose first line is line `pos` of the file)."""
@@ -134,6 +147,9 @@ class _KeyTable:
             pass
         base = len(self.local)
         fresh = list(set(keys).difference(self.local))
+        if base + len(fresh) > KEY_CAP:
+            keys = self._coarsen(keys, fresh)
+            fresh = list(set(keys).difference(self.local))
         for k in fresh:
             self.local[k] = len(self.local)
         ids = np.fromiter(map(self.local.__getitem__, keys), dtype=np.int64, count=n)
@@ -155,18 +171,35 @@ class _KeyTable:
             sc.first_line.append(line)
             sc.last_line.append(line)
             self.first_pos[lid] = pos + i
-            span = _marker_span(key)
-            if span is not None:
-                self.marker_off[lid], self.marker_len[lid] = span
+            tok = _marker_token(line) if not key.startswith(COARSE) else None  # mixed layouts
+            if tok is not None:
+                self.marker_tok[lid] = tok
         return ids
+
+    def _coarsen(self, keys: list[bytes], fresh: list[bytes]) -> list[bytes]:
+        """`keys` with the fresh ones beyond KEY_CAP (in order of appearance) made coarse."""
+        room = max(0, KEY_CAP - len(self.local))
+        fresh_set = set(fresh)
+        over = list(dict.fromkeys(filter(fresh_set.__contains__, keys)))[room:]
+        room_coarse = 2 * KEY_CAP - max(len(self.local), KEY_CAP)  # then only COARSE itself
+        coarse: dict[bytes, bytes] = {}
+        made: set[bytes] = set()
+        for k in over:
+            c = coarse_key(k)
+            if c not in self.local and c not in made:
+                if len(made) >= room_coarse - 1:
+                    c = COARSE
+                made.add(c)
+            coarse[k] = c
+        return [coarse.get(k, k) for k in keys]
 
     def _grow(self, size: int) -> None:
         if size <= len(self.counts):
             return
         new = max(size, 2 * len(self.counts))
-        for name in ("counts", "first_pos", "last_pos", "marker_off", "marker_len"):
+        for name in ("counts", "first_pos", "last_pos", "marker_tok"):
             old = getattr(self, name)
-            arr = np.zeros(new, dtype=old.dtype)
+            arr = np.full(new, -1 if name == "marker_tok" else 0, dtype=old.dtype)
             arr[: len(old)] = old
             setattr(self, name, arr)
 
@@ -181,19 +214,21 @@ class _KeyTable:
         for lid, i in zip(rev_u.tolist(), last.tolist(), strict=True):
             last_line[lid] = chunk.line(i)
 
-    def marker_numbers(self, ids: np.ndarray, at: np.ndarray, chunk: Chunk) -> np.ndarray:
-        """The iteration numbers of the marker lines `at` of `chunk`, read from their digit bytes."""
-        lids = ids[at]
-        width = self.marker_len[lids]
+    def marker_numbers(self, ids: np.ndarray, at: np.ndarray, chunk: Chunk, values: np.ndarray
+                       ) -> np.ndarray:
+        """The iteration numbers of the marker lines `at` of `chunk` (-1: that line's token is no
+        number), mostly from `values` (see `fold_block_values`)."""
         if not len(at):
             return np.zeros(0, dtype=np.int64)
-        w = int(width.max())
-        end = chunk.starts[at] + self.marker_off[lids] + width  # digits right-aligned in a w-wide window
-        cols = np.arange(-w, 0)
-        buf = np.frombuffer(chunk.data, dtype=np.uint8)
-        digits = buf[np.maximum(end[:, None] + cols, 0)].astype(np.int64) - 48
-        digits[cols[None, :] < -width[:, None]] = 0
-        return digits @ (10 ** np.arange(w - 1, -1, -1, dtype=np.int64))
+        tok = self.marker_tok[ids[at]]
+        vals = values[at, np.clip(tok, 0, VALUE_WIDTH - 1)]
+        far = np.flatnonzero(tok >= VALUE_WIDTH)
+        if len(far):
+            vals[far] = numbers(chunk.data, chunk.starts[at[far]], chunk.starts[at[far] + 1] - 1, tok[far])
+        odd = np.flatnonzero(tok == BY_REGEX)
+        if len(odd):
+            vals[odd] = [_regex_number(chunk.line(i)) for i in at[odd].tolist()]
+        return vals
 
     def finish(self) -> None:
         n = len(self.local)
@@ -330,14 +365,19 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     tail: list[bytes] = []
     pos = 0
     for block in iter_chunks(rank_file.path, report, chunk):
-        keys = block.data.translate(_ZERO_DIGITS).split(b"\n")
+        folded, values = fold_block_values(block.data, VALUE_WIDTH)
+        keys = folded.split(b"\n")
         n = len(keys)
         ids = table.ids(keys, block, pos)
         table.count(ids, block, pos)
-        is_marker = (table.marker_len > 0)[ids]
+        is_marker = (table.marker_tok != -1)[ids]
         at = np.flatnonzero(is_marker)
+        nums = table.marker_numbers(ids, at, block, values)
+        if (nums < 0).any():  # the token is not a number on these lines ("12ms" folds like "12")
+            is_marker[at[nums < 0]] = False
+            at, nums = at[nums >= 0], nums[nums >= 0]
         if len(at) or seg.current is not None:
-            seg.feed(ids, is_marker, at, table.marker_numbers(ids, at, block))
+            seg.feed(ids, is_marker, at, nums)
         tail = (tail + [block.line(i) for i in range(max(0, n - TAIL_LINES), n)])[-TAIL_LINES:]
         if scan.first_ts is None:
             scan.first_ts = _first_ts((block.line(i) for i in range(min(n, TAIL_LINES))), scan.year)
@@ -352,7 +392,7 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     scan.error = report.error
     scan.binary = report.binary
     if report.truncated_tail and tail:
-        scan.truncated_tail = table.local.get(tail[-1].translate(_ZERO_DIGITS))
+        scan.truncated_tail = table.local.get(fold_block(tail[-1]))
     scan.last_ts = _first_ts(reversed(tail), scan.year)
     return scan
 

@@ -159,7 +159,7 @@ class _Run:
     """Drives one job through its stages; ``plan`` is None for a successful job."""
 
     def __init__(self, job: Job, plan: dict | None, noise: list[dict], noisy: dict | None,
-                 iterations: int, kind: str | None, bulk_bytes: int = 0) -> None:
+                 iterations: int, kind: str | None, bulk_bytes: int = 0, profile: str = "repetitive") -> None:
         self.job, self.plan, self.noise, self.noisy = job, plan, noise, noisy
         self.kind, self.spec = kind, FAULTS[kind] if kind else None
         self.N = _load("normal.yaml")[job.style]
@@ -167,6 +167,7 @@ class _Run:
         self.T = iterations
         self.truth = Truth()
         self.bulk_bytes = bulk_bytes
+        self.profile = profile
         self.it_us = int(self.rng.uniform(2.0, 8.0) * US)
 
     # -- helpers
@@ -386,7 +387,10 @@ class _Run:
         job = self.job
         current = sum(len(ln) + 1 for ls in job.lines for ln in ls)
         budget = self.bulk_bytes - current - job.world * 900
-        vals = {k: _Sentinel(k) for k in self.it_vals(it0)}
+        speed = _load("speed.yaml")
+        extra = [f"py.INFO|{s}" if "|" not in s else s for s in speed["profiles"][self.profile]]
+        tokens = _TokenDraw(speed["tokens"], self.rng.getrandbits(32)) if extra else None
+        vals = {k: _Sentinel(k) for k in [*self.it_vals(it0), *speed["tokens"]]}
         ts_names = sorted(TS_FUNCS, key=lambda k: -len(TS_FUNCS[k](t)))
         pat = re.compile("\x00(\\w+)\x01([^\x00)]*)\x00")
         needed: set[tuple[str, str]] = set()
@@ -398,7 +402,7 @@ class _Run:
         tmpls = []
         for r in range(job.world):
             parts = [job.text(r, s, t, vals) for e in self.N["iteration"] if r in job.who(e["who"])
-                     for s in _lines(e["lines"])]
+                     for s in _lines(e["lines"])] + [job.text(r, s, t, vals) for s in extra]
             block = "\n".join(parts).replace("%", "%%")
             for name in ts_names:
                 block = block.replace(TS_FUNCS[name](t), f"%({name})s")
@@ -407,6 +411,8 @@ class _Run:
 
         def values(it: int, tt: int) -> dict:
             pool = dict(pools[it & 63], it=it, consumed=it * self.V["gbs"])
+            if tokens is not None:
+                pool.update(tokens(it))
             d = {f"{n}|{sp}": format(pool[n], sp) for n, sp in needed}
             d.update((n, TS_FUNCS[n](tt)) for n in ts_names)
             return d
@@ -425,6 +431,25 @@ class _Run:
         t = t_start + n_iter * it_us
         job.last = [max(x, t) for x in job.last]
         return it0 + n_iter, t
+
+
+class _TokenDraw:
+    """Fresh variable tokens for every iteration (the same for every rank: each rank file is
+    scanned on its own, so what matters is that its lines differ from each other)."""
+
+    def __init__(self, names: list[str], seed: int) -> None:
+        self.names, self.seed = names, seed
+
+    def __call__(self, it: int) -> dict:
+        r = random.Random(self.seed * 1_000_003 + it)
+        b = r.getrandbits
+        v = {"ptr_a": f"{0x7f0000000000 | b(40):x}", "ptr_b": f"{0x55d100000000 | b(32):x}",
+             "ptr_c": f"{b(44):x}", "comm_id": f"{b(64):016x}",
+             "uuid": f"{b(32):08x}-{b(16):04x}-4{b(12):03x}-{8 | b(2):x}{b(12):03x}-{b(48):012x}",
+             "tmp_name": "".join(r.choice("abcdefghijklmnopqrstuvwxyz0123456789_") for _ in range(8)),
+             "ipv6": ":".join(f"{b(16):x}" for _ in range(8)), "sha": f"{b(256):064x}",
+             "alloc_sz": str(b(30))}
+        return {k: v[k] for k in self.names}
 
 
 class _Sentinel:
@@ -589,8 +614,10 @@ def generate_suite(out: Path, cases: int, seed: int, *, nodes: tuple[int, int] =
     return dirs
 
 
-def generate_large_job(out: Path, size_bytes: int, seed: int = 0, style: str = "megatron") -> Path:
-    """One big failed job folder (``out``) of about ``size_bytes`` bytes, for speed benchmarks."""
+def generate_large_job(out: Path, size_bytes: int, seed: int = 0, style: str = "megatron",
+                       profile: str = "repetitive") -> Path:
+    """One big failed job folder (``out``) of about ``size_bytes`` bytes, for speed benchmarks; the
+    `profile` (data/speed.yaml) adds lines with tokens that differ on every line."""
     out = Path(out)
     rng = random.Random(f"l4-large:{seed}")
     rpn = 8
@@ -603,7 +630,7 @@ def generate_large_job(out: Path, size_bytes: int, seed: int = 0, style: str = "
     V["save_interval"] = 10**9  # no checkpoints inside the bulk part
     job = Job(style, rng, names, rpn, V, rng.randrange(1704067200, 1780000000) * US, mode="rank",
               kernel_mode="dmesg", gz_fraction=0.0)
-    run = _Run(job, plan, _draw_noise(rng, style), None, 100, kind, bulk_bytes=size_bytes)
+    run = _Run(job, plan, _draw_noise(rng, style), None, 100, kind, bulk_bytes=size_bytes, profile=profile)
     run.run()
     job.write(out, {"job_id": out.name, "status": "failed",
                     "settings": {"model": base["model"], "framework": style, "image": base["image"]}})

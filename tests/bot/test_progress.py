@@ -67,6 +67,25 @@ def test_quiet_when_piped_or_json(job, tmp_path) -> None:
     assert rc == 0 and out.lstrip().startswith("{") and "Reading logs" not in err and "Analysing" not in err
 
 
+def test_lines_every_few_seconds_when_no_bar_is_drawn(monkeypatch) -> None:
+    import bot.progress as progress
+
+    clock = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    buf = io.StringIO()
+    cb = progress.LineProgress(buf, every=5.0)
+    cb(1, 10, 1_000_000)  # too soon: silent
+    clock[0] += 6
+    cb(2, 10, 60_000_000)
+    cb(3, 10, 90_000_000)  # too soon again
+    clock[0] += 5
+    cb.fetched(5_000_000, None)
+    assert buf.getvalue().splitlines() == ["l4: 2/10 files read, 60.0 MB (10.0 MB/s, 6 s)",
+                                           "l4: downloaded 5.0 MB"]
+    with diagnose_progress(False) as plain:
+        assert isinstance(plain, progress.LineProgress)
+
+
 def test_callback_draws_files_and_bytes() -> None:
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=True, width=120)
@@ -83,6 +102,4 @@ def test_callback_draws_files_and_bytes() -> None:
         cb(2, 2, 9_000_000)
     text = buf.getvalue()
     assert "Downloading logs" in text and "2.0 MB of 8.0 MB" in text and "2/2 files" in text
-    with diagnose_progress(False) as cb:
-        assert cb is None
     assert not wants_progress("json", sys.stderr) and not wants_progress("text", io.StringIO())

@@ -14,3 +14,11 @@ def test_identical_after_masking_for_synchronised_ranks():
     a = mask("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4512) ran for 600044 ms")
     b = mask("[Rank 12] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77) ran for 600001 ms")
     assert a == b
+
+
+def test_templates_keep_identifiers_with_digits():
+    from engine.fold import fold_text
+
+    line = "[c10d] EXT4-fs error on mlx5_0 cuda:0 bf16 ptr 0x7f3a9c00 after 12 ms"
+    assert mask(fold_text(line)) == "[c10d] EXT4-fs error on mlx5_0 cuda:0 bf16 ptr <*> after <*> ms"
+    assert mask("device cuda:0 step:12") == "device cuda:0 step:<*>"

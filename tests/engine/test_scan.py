@@ -4,23 +4,23 @@ import random
 
 import pytest
 
+from engine.fold import _fold_line
 from engine.headers import parse_header
 from engine.ingest import RankFile
 from engine.iterruns import IterationRuns
 from engine.scan import SEQ_CAP, iteration_of, scan_file
 
-ZERO = bytes.maketrans(b"0123456789", b"0000000000")
-
 
 def reference(lines: list[bytes]) -> dict:
-    """Line by line: pre-key ids, counts, first/last positions and the per-iteration sequences (the
-    lines after marker N, up to the next marker, are iteration N + step; repeats collapse; capped)."""
+    """Line by line (pre-keys by fold's Python twin, so the C block fold is checked too): pre-key
+    ids, counts, first/last positions and the per-iteration sequences (the lines after
+    marker N, up to the next marker, are iteration N + step; repeats collapse; capped)."""
     local: dict[bytes, int] = {}
     counts, first, last = [], [], []
     iters: list[tuple[int, tuple[int, ...]]] = []
     current, step, prev, seg = None, 1, None, []
     for i, raw in enumerate(lines):
-        key = raw.translate(ZERO)
+        key = _fold_line(raw)
         lid = local.setdefault(key, len(local))
         if lid == len(counts):
             counts.append(0)
@@ -28,7 +28,7 @@ def reference(lines: list[bytes]) -> dict:
             last.append(i)
         counts[lid] += 1
         last[lid] = i
-        msg = parse_header(key.decode()).message
+        msg = parse_header(raw.decode()).message
         if iteration_of(msg) is None:
             if current is not None:
                 seg.append(lid)
@@ -54,7 +54,9 @@ def random_log(rng: random.Random) -> list[bytes]:
              "2026-05-01 10:00:{s:02d},123 - INFO - timers: fwd {a} ms", "grad norm {a}.{b}"]
     markers = [" iteration {it:8d}/ 1000 | consumed samples: {a} |",
                "2026-05-01 10:00:{s:02d},123 - INFO - [Rank {r}] iteration {it}: tokens {a}",
-               "[Rank {r}] step={it}, loss={a}", "[Rank {r}] données é iteration {it}: débit {a}"]
+               "[Rank {r}] step={it}, loss={a}", "[Rank {r}] données é iteration {it}: débit {a}",
+               "[Torch] Checkpoint global_step{it} is ready now!",
+               "[Torch] Saved /mnt/ckpt/run{r}/global_step{it}/mp_rank_00_model_states.pt."]
     out, it = [], rng.randint(0, 50)
     for _ in range(rng.randint(0, 400)):
         v = {"a": rng.randint(0, 10**6), "b": rng.randint(0, 99), "r": rng.randint(0, 15),
@@ -113,3 +115,18 @@ def test_iterations_take_memory_by_change_not_by_count(tmp_path):
     assert len(runs) == 200_000
     assert len(scan.runs) <= 8  # two markers per iteration repeat one pattern of two
     assert runs[-1] == (100_001, (len(scan.keys) - 1,))
+
+
+def test_a_file_of_lines_that_never_repeat_keeps_a_bounded_table(tmp_path, monkeypatch):
+    import engine.scan as scan_mod
+
+    monkeypatch.setattr(scan_mod, "KEY_CAP", 100)
+    rng = random.Random(2)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6)) for _ in range(3000)]
+    lines = [" ".join(rng.choice(words) for _ in range(8)) for _ in range(1000)]
+    path = tmp_path / "free.log"
+    path.write_text("\n".join(lines) + "\n")
+    scan = scan_file(RankFile(str(path), "n", 0), chunk=4096)
+    assert 100 < len(scan.keys) <= 201 and sum(scan.counts) == 1000
+    assert all(k.startswith(scan_mod.COARSE) for k in scan.keys[100:])
+    assert scan.first_line[:100] == [ln.encode() for ln in lines[:100]]

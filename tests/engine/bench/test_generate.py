@@ -159,3 +159,15 @@ def test_large_job_streams_the_same_bytes_as_an_in_memory_job(tmp_path, monkeypa
                                            for p in (tmp_path / "eager").rglob("*.log"))
     for rel in streamed:
         assert (tmp_path / "streamed" / rel).read_bytes() == (tmp_path / "eager" / rel).read_bytes()
+
+
+def test_unique_tokens_profile_makes_every_bulk_line_distinct_but_few_keys(tmp_path: Path) -> None:
+    from engine.ingest import discover
+    from engine.scan import scan_file
+
+    out = generate_large_job(tmp_path / "uniq", 3_000_000, seed=2, profile="unique-tokens")
+    f = max(discover(out).files, key=lambda f: f.size)
+    lines = Path(f.path).read_bytes().splitlines()
+    assert len(set(lines)) > 0.95 * len(lines)
+    assert sum(b"0x" in ln for ln in lines) > len(lines) / 3  # pointers, comm ids, object reprs
+    assert len(scan_file(f).keys) < 80
