@@ -5,6 +5,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from engine.clock import clock_notes, settle_years
 from engine.events import score_events, select_events
 from engine.executors import Executor
 from engine.filter import NormalPool, candidate_events, normal_pool
@@ -23,6 +24,8 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     `pool`: the cross-job filter already built from `history` and `normal` (`normal_pool`), for a
     caller that needs it too; then `history` and `normal` are not read for filtering."""
     started = time.perf_counter()
+    settle_years(parsed)
+    clock = clock_notes(parsed)
     candidates = candidate_events(parsed, pool if pool is not None else normal_pool(history, normal))
     scored = score_events(parsed, candidates)
     selected = select_events(scored)
@@ -32,12 +35,12 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     weight = {e.id: e.score for e in scored}
     series: list[IterationSeries] = []
     iterations = anomalous_iterations(parsed, weight, series=series)
-    stage = failure_stage(parsed, [e.id for e in selected])
+    stage = failure_stage(parsed, [e.id for e in selected], trust_time=not clock)
     stats = parsed.stats
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
     detail = _detail(parsed, node_scores, [e.id for e in selected], series, iterations)
     return Diagnosis(job_id=parsed.job_id, status="analyzed", stage=stage, events=events, nodes=nodes,
-                     iterations=iterations, stats=stats, detail=detail)
+                     iterations=iterations, stats=stats, detail=detail, clock=clock)
 
 
 HEATMAP_NODES = 12
@@ -75,8 +78,13 @@ def _detail(parsed: ParsedJob, node_scores: dict[str, float], selected: list[int
 def _event(parsed: ParsedJob, eid: int, score: float) -> Event:
     t = parsed.templates[eid]
     return Event(template=t.template, score=score, count=t.count, level=t.level,
-                 nodes=sorted(t.nodes, key=lambda n: (-t.nodes[n], n)), first_seen=t.first_seen,
+                 nodes=sorted(t.nodes, key=lambda n: (-t.nodes[n], n)), first_seen=shown_ts(t.first_seen),
                  examples=list(t.examples[:3]))
+
+
+def shown_ts(ts: str | None) -> str | None:
+    """An engine timestamp as shown: whole seconds lose their zero fraction (`…:31Z`, not `…:31.000000Z`)."""
+    return ts.replace(".000000Z", "Z") if ts else ts
 
 
 def diagnose(job: JobSpec | Path | str, history: Sequence[JobSpec | Path | str] = (), *,

@@ -68,6 +68,17 @@ class IterationFinding:
 
 
 @dataclass
+class ClockNote:
+    """A clock the timeline should not be trusted on: a node's steady offset from the others
+    ("skew", seconds > 0: ahead) or a step back within its rank files ("backwards", seconds < 0)."""
+
+    kind: str  # "skew" | "backwards"
+    node: str
+    seconds: float
+    note: str = ""
+
+
+@dataclass
 class Stats:
     files: int = 0
     lines: int = 0
@@ -124,12 +135,15 @@ class Diagnosis:
     # what a failure report said about the job (url, description, settings...), when one was given
     report: dict | None = None
     detail: AnalysisDetail | None = field(default=None, repr=False)
+    clock: list[ClockNote] = field(default_factory=list)  # skewed / backwards clocks (optional in JSON)
 
     def to_dict(self, *, detail: bool = False) -> dict:
         """The l4.diagnosis/v1 JSON; with `detail`, also the plot data under "detail"."""
         d = asdict(self)
         if d.get("report") is None:
             d.pop("report", None)
+        if not d.get("clock"):
+            d.pop("clock", None)
         if not detail or d.get("detail") is None:
             d.pop("detail", None)
         return {"schema": SCHEMA, **d}
@@ -180,4 +194,5 @@ def diagnosis_from_dict(d: dict) -> Diagnosis:
         stats=Stats(**pick(Stats, d.get("stats") or {})),
         report=d.get("report"),
         detail=AnalysisDetail.from_dict(d["detail"]) if isinstance(d.get("detail"), dict) else None,
+        clock=[ClockNote(**pick(ClockNote, c)) for c in d.get("clock") or [] if isinstance(c, dict)],
     )

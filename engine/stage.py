@@ -27,7 +27,7 @@ def stage_of_template(template: str) -> str | None:
     return None
 
 
-def failure_stage(parsed: ParsedJob, event_ids: list[int]) -> str:
+def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True) -> str:
     """The stage in force where the first of `event_ids` (most indicative first) first appears.
 
     Looks in the first rank file that holds both the event and stage markers; an event that comes
@@ -42,7 +42,7 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int]) -> str:
     }
     if not event_ids:
         return UNKNOWN
-    by_time = _stage_by_time(parsed, event_ids[0], markers)
+    by_time = _stage_by_time(parsed, event_ids[0], markers) if trust_time else None
     if by_time is not None:
         return by_time
     main = max(parsed.positions.items(), default=None,
