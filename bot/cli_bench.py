@@ -23,7 +23,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from bot.bench_pool import kb_pool
-    from engine.bench.evaluate import HISTORY_MODES, case_dirs, evaluate, format_modes, format_report, summary
+    from engine.bench.evaluate import (
+        HISTORY_MODES,
+        SPLITS,
+        case_dirs,
+        evaluate,
+        format_modes,
+        format_report,
+        summary,
+    )
+    from engine.bench.real_report import format_real_report, format_real_splits
 
     root = Path(args.cases)
     if not root.is_dir() or not case_dirs(root):
@@ -33,14 +42,32 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if bad or not modes:
         raise JobError(f"--history-mode takes {', '.join(HISTORY_MODES)} (comma-separated), "
                        f"not {args.history_mode!r}")
+    splits = [s.strip() for s in args.split.split(",") if s.strip()]
+    if not splits or any(s not in SPLITS for s in splits) or (len(splits) > 1 and len(modes) > 1):
+        raise JobError(f"--split takes {', '.join(SPLITS)} (several, comma-separated, only with one "
+                       f"--history-mode), not {args.split!r}")
+    empty = [s for s in splits if not case_dirs(root, s)]
+    if empty:
+        raise JobError(f"no cases of split {empty[0]} in {root} (truth.json \"split\" is dev or test)")
 
     def show(name: str, info: dict) -> None:
         if args.verbose:
             print(f"{name}: {json.dumps(info)}", file=sys.stderr)
 
-    results = {m: evaluate(root, on_case=show, history_mode=m, pool_of=kb_pool) for m in modes}
+    if len(splits) > 1:
+        by_split = {s: evaluate(root, on_case=show, history_mode=modes[0], pool_of=kb_pool, split=s)
+                    for s in splits}
+        first = next(iter(by_split.values()))
+        print(format_real_splits(by_split) if first.real else
+              "\n\n".join(f"## split {s}\n\n{format_report(r)}" for s, r in by_split.items()))
+        if args.json:
+            Path(args.json).write_text(json.dumps({s: summary(r) for s, r in by_split.items()}, indent=2))
+        return 0
+    results = {m: evaluate(root, on_case=show, history_mode=m, pool_of=kb_pool, split=splits[0])
+               for m in modes}
     if len(results) == 1:
-        print(format_report(results[modes[0]]))
+        res = results[modes[0]]
+        print(format_real_report(res) if res.real else format_report(res))
     else:
         print(format_modes(results))
     if args.json:
@@ -91,7 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--kinds", help="comma-separated fault kinds (default: all)")
     g.set_defaults(func=cmd_generate)
-    e = bsub.add_parser("eval", help="score L4 and the baselines on generated cases")
+    e = bsub.add_parser("eval", help="score L4 and the baselines on labeled cases (generated or real)")
     e.add_argument("cases")
     e.add_argument("--json", help="also write the overall figures as JSON here")
     e.add_argument("-v", "--verbose", action="store_true", help="one line per case on stderr")
@@ -99,6 +126,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where normal events come from: parse (history parsed with the failed job; default), "
                         "pool (failed job alone vs. a knowledge-base pool learned from separate parses), "
                         "none; several, comma-separated, print a side-by-side table")
+    e.add_argument("--split", default="all", metavar="SPLIT[,SPLIT...]",
+                   help="the cases of one half: dev, test (truth.json \"split\") or all (default); several, "
+                        "comma-separated, print a side-by-side table. Cases labeling root_lines are scored "
+                        "on the root cause first/among the first 3 against grep and Error_time")
     e.set_defaults(func=cmd_eval)
     s = bsub.add_parser("speed", help="throughput and peak memory on a large generated job")
     s.add_argument("--size", default="1GB")

@@ -11,6 +11,15 @@ parses the history jobs in the same Drain run as the failed job (`l4 diagnose --
 diagnoses the failed job alone against a normal pool learned from *separate* parses of the history
 jobs (what `l4 learn` stores; the caller may pass the function that builds it, e.g. through a real
 knowledge base); ``none`` uses no history at all.
+
+Corpora of real cases (public issue threads, real runs) label more in truth.json: `root_lines`
+(the raw lines of the root cause), `source` ("realrun/ddp", "github/pytorch/pytorch#12345") and
+`split` ("dev" | "test", chosen before any tuning). When a case has `root_lines` it is also scored
+for the root cause first / among the first 3 events (see `engine.bench.rootcause` for when an event
+shows a root line), and stage `unknown` is counted apart as abstained (it is never right). Such a
+corpus is reported per fault kind and per source (the source up to its "#") against grep over raw
+lines (file order and time order) and Error_time (`engine.bench.real_report`). `split` selects
+the cases of one half; a case without `split` belongs to "all" only.
 """
 
 from __future__ import annotations
@@ -22,12 +31,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.bench.baselines import BASELINES
+from engine.bench.baselines import BASELINES, GREP_ORDERS, grep_events
+from engine.bench.rootcause import root_rank
 from engine.diagnose import analyze
 from engine.parse import parse_jobs
 
 TOPS = (1, 3, 5, 8)
 HISTORY_MODES = ("parse", "pool", "none")
+SPLITS = ("all", "dev", "test")
+ROOT_TOP = 3
+# the methods scored on the root cause of real cases besides L4 (events ordered by time of first line)
+ROOT_BASELINES = tuple(f"grep-{o}" for o in GREP_ORDERS) + ("error-time",)
 
 PoolOf = Callable[[Path, Sequence[Path]], set[str]]
 """(failed job folder, history job folders) → the normal pool's template texts."""
@@ -51,6 +65,19 @@ class Tally:
     iter_cases: int = 0
     iter_ok: int = 0
     seconds: float = 0.0
+    stage_cases: int = 0  # cases this method gave a stage for
+    stage_abstained: int = 0  # ... of which it said `unknown`
+    root_cases: int = 0  # cases with truth `root_lines`
+    root_first: int = 0
+    root_top: int = 0  # the root among the first ROOT_TOP events
+
+    def add_root(self, rank: int | None) -> None:
+        self.root_cases += 1
+        self.root_first += int(rank == 1)
+        self.root_top += int(rank is not None and rank <= ROOT_TOP)
+
+    def rate(self, hits: int, of: int) -> float | None:
+        return hits / of if of else None
 
     def add_events(self, examples: Sequence[Sequence[str]], truth: dict) -> None:
         line_key = {ln: g["key"] for g in truth["indicating"] for ln in g["lines"]}
@@ -93,7 +120,30 @@ class Tally:
         return self.top[k] / self.node_cases if self.node_cases else None
 
 
-def case_dirs(root: Path) -> list[Path]:
+def case_dirs(root: Path, split: str = "all") -> list[Path]:
+    """The case folders of `root` (cases.json order, else by name); with `split` dev or test, those
+    whose truth.json names that split."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r} (one of {', '.join(SPLITS)})")
+    dirs = _all_case_dirs(root)
+    if split == "all":
+        return dirs
+    return [d for d in dirs if json.loads((d / "truth.json").read_text()).get("split") == split]
+
+
+def history_dirs(case: Path) -> list[Path]:
+    """The succeeded jobs of a case: `history/<job>/` folders, or `history-*/` beside `failed/`."""
+    nested = case / "history"
+    jobs = sorted(p for p in nested.iterdir() if p.is_dir()) if nested.is_dir() else []
+    return jobs + sorted(p for p in case.glob("history-*") if p.is_dir())
+
+
+def source_group(truth: dict) -> str:
+    """The source a case is tallied under: truth `source` up to its "#" ("github/pytorch/pytorch")."""
+    return str(truth.get("source") or "unknown").split("#")[0]
+
+
+def _all_case_dirs(root: Path) -> list[Path]:
     index = root / "cases.json"
     if index.is_file():
         data = json.loads(index.read_text())
@@ -110,23 +160,28 @@ def case_dirs(root: Path) -> list[Path]:
 class EvalResult:
     per_kind: dict[str, dict[str, Tally]]  # kind -> method -> tally
     overall: dict[str, Tally]
+    per_source: dict[str, dict[str, Tally]] = field(default_factory=dict)  # source group -> method -> tally
+    split: str = "all"
+
+    @property
+    def real(self) -> bool:
+        """Some case labels its root cause (a corpus of real cases: report it as such)."""
+        return any(t.root_cases for t in self.overall.values())
 
 
 def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
-             history_mode: str = "parse", pool_of: PoolOf = separate_pool) -> EvalResult:
-    """Score every case of `root`. s/case counts parsing and analysing the failed job (with its
-    history in ``parse`` mode), not building the pool in ``pool`` mode (learning happens offline)."""
+             history_mode: str = "parse", pool_of: PoolOf = separate_pool, split: str = "all") -> EvalResult:
+    """Score every case of `root` (of one `split`). s/case counts parsing and analysing the failed
+    job (with its history in ``parse`` mode), not building the pool in ``pool`` mode (learning
+    happens offline)."""
     if history_mode not in HISTORY_MODES:
         raise ValueError(f"unknown history mode {history_mode!r} (one of {', '.join(HISTORY_MODES)})")
     per_kind: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
+    per_source: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     overall: dict[str, Tally] = defaultdict(Tally)
-    for case in case_dirs(root):
+    for case in case_dirs(root, split):
         truth = json.loads((case / "truth.json").read_text())
-        history = (
-            sorted(p for p in (case / "history").iterdir() if p.is_dir())
-            if (case / "history").is_dir()
-            else []
-        )
+        history = history_dirs(case)
         normal = pool_of(case / "failed", history) if history_mode == "pool" else set()
         t0 = time.perf_counter()
         if history_mode == "parse":
@@ -138,7 +193,7 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
         secs = time.perf_counter() - t0
         results = {
             "L4": (
-                [e.examples for e in diagnosis.events],
+                [(e.template, e.examples) for e in diagnosis.events],
                 [n.node for n in diagnosis.nodes],
                 diagnosis.stage,
                 diagnosis.iterations[0].iteration if diagnosis.iterations else None,
@@ -150,36 +205,53 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
             t1 = time.perf_counter()
             ids, nodes = fn(failed)
             results[name] = (
-                [failed.templates[i].examples for i in ids],
+                [(failed.templates[i].template, failed.templates[i].examples) for i in ids],
                 nodes,
                 None,
                 None,
                 time.perf_counter() - t1,
             )
-        for name, (examples, nodes, stage, iteration, s) in results.items():
-            for tally in (per_kind[truth["kind"]][name], overall[name]):
+        roots = truth.get("root_lines") or []
+        if roots:
+            for order in GREP_ORDERS:
+                t1 = time.perf_counter()
+                events = grep_events(case / "failed", order)
+                results[f"grep-{order}"] = (events, [], None, None, time.perf_counter() - t1)
+        ranks: dict[str, int | None] = {}
+        groups = [per_kind[truth["kind"]], overall] + ([per_source[source_group(truth)]] if roots else [])
+        for name, (events, nodes, stage, iteration, s) in results.items():
+            if roots and (name == "L4" or name in ROOT_BASELINES):
+                ranks[name] = root_rank(events, roots)
+            for tallies in groups:
+                tally = tallies[name]
                 tally.cases += 1
                 tally.seconds += s
-                tally.add_events(examples, truth)
+                tally.add_events([ex for _, ex in events], truth)
                 tally.add_nodes(nodes, truth)
-                if stage is not None and stage == truth["stage"]:
-                    tally.stage_ok += 1
+                if stage is not None:
+                    tally.stage_cases += 1
+                    tally.stage_abstained += int(stage == "unknown")
+                    if stage == truth["stage"]:
+                        tally.stage_ok += 1
                 if truth.get("iteration") is not None and name == "L4":
                     tally.iter_cases += 1
                     tally.iter_ok += int(iteration == truth["iteration"])
+                if name in ranks:
+                    tally.add_root(ranks[name])
         if on_case:
-            on_case(
-                case.name,
-                {
-                    "kind": truth["kind"],
-                    "stage": diagnosis.stage,
-                    "truth_stage": truth["stage"],
-                    "nodes": [n.node for n in diagnosis.nodes[:3]],
-                    "faulty": truth["faulty_nodes"],
-                    "seconds": round(secs, 2),
-                },
-            )
-    return EvalResult(per_kind={k: dict(v) for k, v in per_kind.items()}, overall=dict(overall))
+            info = {
+                "kind": truth["kind"],
+                "stage": diagnosis.stage,
+                "truth_stage": truth["stage"],
+                "nodes": [n.node for n in diagnosis.nodes[:3]],
+                "faulty": truth["faulty_nodes"],
+                "seconds": round(secs, 2),
+            }
+            if roots:
+                info["root_rank"] = {name: r for name, r in ranks.items()}
+            on_case(case.name, info)
+    return EvalResult(per_kind={k: dict(v) for k, v in per_kind.items()}, overall=dict(overall),
+                      per_source={k: dict(v) for k, v in per_source.items()}, split=split)
 
 
 def _pct(x: float | None) -> str:
@@ -231,7 +303,31 @@ def summary(res: EvalResult) -> dict:
         **{f"node_top{k}": t.top_rate(k) for k in TOPS},
         "stage_accuracy": round(t.stage_ok / t.cases, 4) if t.cases else None,
         "iteration_accuracy": round(t.iter_ok / t.iter_cases, 4) if t.iter_cases else None,
+        **(_real_summary(res) if res.real else {}),
     }
+
+
+def _real_summary(res: EvalResult) -> dict:
+    def figures(t: Tally) -> dict:
+        return {"root_first": _round(t.rate(t.root_first, t.root_cases)),
+                f"root_top{ROOT_TOP}": _round(t.rate(t.root_top, t.root_cases)),
+                "events_f1": round(t.f1, 4)}
+
+    t = res.overall["L4"]
+    return {
+        "split": res.split,
+        "root_cases": t.root_cases,
+        "root_first": _round(t.rate(t.root_first, t.root_cases)),
+        f"root_top{ROOT_TOP}": _round(t.rate(t.root_top, t.root_cases)),
+        "stage_abstained": _round(t.rate(t.stage_abstained, t.cases)),
+        "baselines": {name: figures(res.overall[name]) for name in ROOT_BASELINES if name in res.overall},
+        "per_source": {src: {"cases": m["L4"].cases, **figures(m["L4"])}
+                       for src, m in sorted(res.per_source.items())},
+    }
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
 
 
 def format_modes(results: dict[str, EvalResult]) -> str:

@@ -1,0 +1,80 @@
+"""Markdown tables of a corpus of real cases (`l4 bench eval` when cases label `root_lines`).
+
+L4 beside grep over raw lines (file order, time order) and Error_time, all on the same cases:
+root cause first, among the first 3 events, stage (abstained = `unknown`, never right), events
+P/R/F1; then L4 per fault kind and per source, with the baselines' root-first figures.
+"""
+from __future__ import annotations
+
+from engine.bench.evaluate import ROOT_BASELINES, ROOT_TOP, EvalResult, Tally
+
+
+def _f(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
+def _stage(t: Tally) -> tuple[str, str]:
+    if not t.stage_cases:
+        return "–", "–"
+    return _f(t.stage_ok / t.stage_cases), _f(t.stage_abstained / t.stage_cases)
+
+
+def _methods(res: EvalResult) -> list[str]:
+    return [m for m in ("L4", *ROOT_BASELINES) if m in res.overall]
+
+
+def _overall_rows(res: EvalResult, label: str = "") -> list[str]:
+    rows = []
+    for name in _methods(res):
+        t = res.overall[name]
+        stage, abstained = _stage(t)
+        lead = f"| {label} " if label else ""
+        rows.append(
+            f"{lead}| {name} | {t.cases} | {_f(t.rate(t.root_first, t.root_cases))} | "
+            f"{_f(t.rate(t.root_top, t.root_cases))} | {stage} | {abstained} | {t.precision:.2f} | "
+            f"{t.recall:.2f} | {t.f1:.2f} | {t.seconds / max(1, t.cases):.3f} |"
+        )
+    return rows
+
+
+_OVERALL_HEAD = (f"| method | cases | root first | root top-{ROOT_TOP} | stage acc | abstained | events P "
+                 "| events R | events F1 | s/case |")
+
+
+def _grouped(title: str, groups: dict[str, dict[str, Tally]], res: EvalResult) -> list[str]:
+    base = [m for m in _methods(res) if m != "L4"]
+    out = [
+        f"#### L4 per {title} ({res.split})",
+        "",
+        f"| {title} | cases | root first | root top-{ROOT_TOP} | stage acc | abstained | events F1 | "
+        + " | ".join(f"{m} root first" for m in base) + " |",
+        "|" + "---|" * (7 + len(base)),
+    ]
+    for key, methods in sorted(groups.items()):
+        t = methods["L4"]
+        stage, abstained = _stage(t)
+        others = [methods.get(m) for m in base]
+        out.append(
+            f"| {key} | {t.cases} | {_f(t.rate(t.root_first, t.root_cases))} | "
+            f"{_f(t.rate(t.root_top, t.root_cases))} | {stage} | {abstained} | {t.f1:.2f} | "
+            + " | ".join(_f(o.rate(o.root_first, o.root_cases)) if o else "–" for o in others) + " |"
+        )
+    return out
+
+
+def format_real_report(res: EvalResult) -> str:
+    out = [f"#### L4 and the baselines ({res.split})", "", _OVERALL_HEAD, "|" + "---|" * 10]
+    out += _overall_rows(res)
+    out += [""] + _grouped("fault kind", res.per_kind, res)
+    out += [""] + _grouped("source", res.per_source, res)
+    return "\n".join(out)
+
+
+def format_real_splits(results: dict[str, EvalResult]) -> str:
+    """The overall table of several splits side by side (first given first), then each in detail."""
+    out = ["#### L4 and the baselines by split", "", "| split " + _OVERALL_HEAD, "|" + "---|" * 11]
+    for split, res in results.items():
+        out += _overall_rows(res, split)
+    for res in results.values():
+        out += ["", format_real_report(res)]
+    return "\n".join(out)
