@@ -34,6 +34,8 @@ MARKER_MAX_SEVERITY = 0.6  # an error line is not progress, whatever words it sh
 PROGRESS_MIN = 3  # occurrences of a line shape with a rising number that make it progress
 INIT_LINES = 3  # a failure with at most this many lines before it, and no marker, is in init
 TRACEBACK_REACH = 400  # lines searched back from the failure for its traceback's start
+MESSAGE_LINES = 6  # lines an exception's message may take between its traceback and the failure line
+HEAD_CHARS = 60  # a stage hint this near the start of a line is what the line says it was doing
 _FRAME = re.compile(r'^File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)')
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -98,9 +100,25 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
         found = _stage_before(main_pos, at, markers, eid)
         if found is not None:
             return found
+    hinted = failure_hint(parsed.templates[eid].template)
+    if hinted is not None:
+        return hinted
     if where is not None and where[1] <= INIT_LINES:
         return "init"
     return UNKNOWN
+
+
+@lru_cache(maxsize=1)
+def _failure_hints() -> list[tuple[str, re.Pattern[str]]]:
+    return [(h["stage"], re.compile(h["regex"])) for h in load("stages").get("failure_hints", [])]
+
+
+def failure_hint(template: str) -> str | None:
+    """The stage an error of this kind typically shows in, for logs that show none of their own."""
+    for stage, rx in _failure_hints():
+        if rx.search(template):
+            return stage
+    return None
 
 
 def _failing_file(parsed: ParsedJob, eid: int) -> tuple[str, int] | None:
@@ -149,9 +167,15 @@ def _traceback_line(msgs: list[str], i: int) -> bool:
 
 
 def _frames_back(msgs: list[str], end: int) -> list[Frame]:
-    """The frames of the traceback block that ends just before line `end`, innermost first."""
+    """The frames of the traceback block that ends just before line `end` (or before the exception
+    message lines that end there: "ncclInternalError: …", "Last error:", …), innermost first."""
     frames: list[Frame] = []
     i = end - 1
+    lead = 0
+    while i >= 0 and lead < MESSAGE_LINES and not _traceback_line(msgs, i):
+        i, lead = i - 1, lead + 1
+    if lead == MESSAGE_LINES or i < 0:
+        return []
     while i >= 0 and i > end - TRACEBACK_REACH and _traceback_line(msgs, i):
         m = _FRAME.match(msgs[i])
         if m is not None:
@@ -183,15 +207,18 @@ def log_stage(window: Window) -> str | None:
             if msg:
                 segments.append((k, msg))
     at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
-    head = _message(at.split("\r")[-1])[:60]  # the failure line may start with what it was doing
+    head = _message(at.split("\r")[-1])[:HEAD_CHARS]  # the failure line may start with what it was doing
     progress = _progress(segments)
     stage: str | None = None
     before_ckpt: str | None = None
     for _, msg in segments:
         key = msg.translate(_DIGITS)
         if severity(msg, None) >= MARKER_MAX_SEVERITY and key not in progress:
-            continue
-        hint = stage_of_template(msg)
+            hint = stage_of_template(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
+            if hint is None:
+                continue
+        else:
+            hint = stage_of_template(msg)
         closed = _closed().search(msg) is not None
         if stage == "checkpointing" and (closed or key in progress and hint != "checkpointing"):
             stage = before_ckpt or "training"  # the save finished, or progress resumed after it
