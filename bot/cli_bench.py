@@ -109,6 +109,54 @@ def cmd_loghub(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_realrun_generate(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from engine.bench.realrun.corpus import generate
+
+    if importlib.util.find_spec("torch") is None:
+        raise JobError("`l4 bench realrun generate` runs real torch programs: pip install torch==2.13.0 "
+                       "(or the `realrun` extra) first")
+    split = lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None  # noqa: E731
+    if args.per_kind < 1:
+        raise JobError("--per-kind must be at least 1")
+    try:
+        rows = generate(Path(args.out), split(args.kinds), split(args.styles), per_kind=args.per_kind,
+                        cases=split(args.cases))
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
+    print(f"{len(rows)} cases in {args.out}")
+    return 0
+
+
+def cmd_realrun_check(args: argparse.Namespace) -> int:
+    from engine.bench.realrun.check import check_corpus
+
+    root = Path(args.corpus)
+    if not root.is_dir():
+        raise JobError(f"no such folder: {root}")
+    problems = check_corpus(root)
+    for p in problems:
+        print(p)
+    if not problems:
+        print(f"{len(list(root.glob('*/truth.json')))} cases in {root}: well formed")
+    return 1 if problems else 0
+
+
+def cmd_realrun_relabel(args: argparse.Namespace) -> int:
+    from engine.bench.realrun.corpus import InjectionNotObserved, relabel
+
+    root = Path(args.corpus)
+    if not root.is_dir():
+        raise JobError(f"no such folder: {root}")
+    try:
+        n = relabel(root)
+    except InjectionNotObserved as exc:
+        raise JobError(str(exc)) from None
+    print(f"labelled {n} cases in {root} again")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="benchmarks: labeled cases, accuracy, speed, parser quality")
     bsub = bench.add_subparsers(dest="bench_command", required=True)
@@ -139,3 +187,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     lh.add_argument("loghub_dir")
     lh.add_argument("--gt", choices=["orig", "corr"], default="orig")
     lh.set_defaults(func=cmd_loghub)
+    rr = bsub.add_parser("realrun", help="real-run corpus: torchrun/gloo jobs on the CPU, faults injected")
+    rsub = rr.add_subparsers(dest="realrun_command", required=True)
+    rg = rsub.add_parser("generate", help="run and label the corpus (needs torch; minutes)")
+    rg.add_argument("out")
+    rg.add_argument("--kinds", help="comma-separated fault kinds (default: all in kinds.yaml)")
+    rg.add_argument("--styles", help="comma-separated program styles: ddp, megatron, hf (default: all)")
+    rg.add_argument("--per-kind", type=int, default=2, help="cases per fault kind (default 2)")
+    rg.add_argument("--cases", help="comma-separated case names: run only these again")
+    rg.set_defaults(func=cmd_realrun_generate)
+    rc = rsub.add_parser("check", help="is a corpus well formed (root lines verbatim, splits, kinds)")
+    rc.add_argument("corpus")
+    rc.set_defaults(func=cmd_realrun_check)
+    rl = rsub.add_parser("relabel", help="label a corpus again from its logs (no runs)")
+    rl.add_argument("corpus")
+    rl.set_defaults(func=cmd_realrun_relabel)

@@ -1,0 +1,165 @@
+"""Generate the real-run corpus: history runs per style, then one failed run per case, labelled.
+
+Layout (what `l4 bench eval` reads)::
+
+    OUT/cases.json
+    OUT/<case>/failed/<node>/...log.gz   OUT/<case>/history/h1/...   OUT/<case>/truth.json
+    OUT/_history/<style>-h1/...   the succeeded runs per style; every case's history/h* links to them,
+                                  and later calls reuse them (delete the folder to run them again)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.bench.realrun.label import label
+from engine.bench.realrun.launch import RunResult, run_job
+from engine.bench.realrun.layout import LogFile, log_files, read_job, write_job
+from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans, kind_spec, plan_run
+
+HISTORY = "_history"
+HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1}  # hf runs cost the most (transformers on every rank)
+SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "torch-2.13.0-cpu"},
+            "megatron": {"model": "gpt-tiny-64", "framework": "megatron", "image": "torch-2.13.0-cpu"},
+            "hf": {"model": "gpt2-tiny", "framework": "hf-trainer", "image": "torch-2.13.0-cpu-transformers"}}
+
+
+class InjectionNotObserved(RuntimeError):
+    """The run's logs show no root line of the injected fault."""
+
+
+def _job_json(job_id: str, status: str, style: str, res: RunResult) -> dict:
+    return {"job_id": job_id, "status": status, "settings": SETTINGS[style],
+            "launcher": "torchrun --rdzv-backend c10d", "collected": res.plan.layout}
+
+
+def run_history(style: str, n: int, scratch: Path, out: Path) -> Path:
+    """A succeeded run of ``style`` written to ``out``; returns a checkpoint it saved (for resume cases)."""
+    plan = plan_run(f"{style}-history-{n}", style, None, seed=100 + n)
+    res = run_job(plan, scratch)
+    bad = {k: v for k, v in res.returncodes.items() if v != 0}
+    if bad:
+        raise RuntimeError(f"history run {plan.name} failed on {bad}; see {scratch}")
+    write_job(out, log_files(res), _job_json(plan.name, "succeeded", style, res))
+    ckpts = sorted((scratch / "ckpt").rglob("*.pt"))
+    keep = out.parent / f".resume-{style}.pt"
+    if ckpts:
+        shutil.copyfile(ckpts[-1], keep)
+    return keep
+
+
+def truth_of(plan: RunPlan, files: list[LogFile], ranks: dict[tuple[str, int], int], split: str) -> dict:
+    """truth.json of a failed run from the logs it wrote and the global rank of every (node, local rank)."""
+    spec = kind_spec(plan.kind or "")
+    labels = label(plan, files, {k: {"rank": r} for k, r in ranks.items()})
+    if not labels["root_lines"]:
+        raise InjectionNotObserved(f"{plan.name}: no root line of {plan.kind} in the logs")
+    fnode = plan.nodes[plan.fault_node] if plan.scope == "local" and plan.fault_node is not None else None
+    fault_ranks = sorted(r for (node, loc), r in ranks.items() if node == fnode and loc in plan.fault_locals)
+    if plan.scope == "rank0":
+        fnode, fault_ranks = next((node for (node, _), r in ranks.items() if r == 0), None), [0]
+    iteration = {"step": plan.step, "next": plan.step + 1, "none": None}[spec.get("iteration", "none")]
+    return {
+        "case_id": plan.name, "kind": plan.kind, "category": spec["category"], "style": plan.style,
+        "source": f"realrun/{plan.style}", "split": split, "stage": spec["stage"], "iteration": iteration,
+        "faulty_nodes": [fnode] if spec.get("faulty_node") and fnode else [],
+        **labels,
+        "fault": {"node": fnode, "local_ranks": plan.fault_locals if plan.scope == "local" else [],
+                  "ranks": fault_ranks, "scope": plan.scope, "step": plan.step, "variant": plan.variant},
+        "nodes": {n: {"tz": tz, "timestamps": fmt}
+                  for n, (tz, fmt) in zip(plan.nodes, plan.clocks, strict=True)},
+        "layout": plan.layout, "world_size": len(plan.nodes) * NPROC,
+        "ranks": {f"{node}/{loc}": r for (node, loc), r in sorted(ranks.items())},
+    }
+
+
+def plan_of(truth: dict) -> RunPlan:
+    """The plan a case was run from (plans are a function of the case name ``<kind>-<style>-<n>``)."""
+    n = int(truth["case_id"].rsplit("-", 1)[1])
+    return plan_run(truth["case_id"], truth["style"], truth["kind"], seed=n, variant=n - 1)
+
+
+def relabel(root: Path) -> int:
+    """Label every case under ``root`` again from its committed logs (after a change to the labeller or
+    to ``kinds.yaml``; no torch, no runs). Returns the number of cases."""
+    n = 0
+    for case in sorted(p.parent for p in root.glob("*/truth.json")):
+        truth = json.loads((case / "truth.json").read_text())
+        ranks = {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])): int(v) for k, v in truth["ranks"].items()}
+        truth = truth_of(plan_of(truth), read_job(case / "failed"), ranks, truth["split"])
+        (case / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n")
+        n += 1
+    return n
+
+
+def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None = None, *, per_kind: int = 2,
+             cases: list[str] | None = None, scratch: Path | None = None,
+             log: Callable[[str], None] | None = None) -> list[dict]:
+    """Run and label the corpus into ``out``; returns the index rows (also in ``out/cases.json``).
+    ``cases`` runs only the named cases of the corpus (to run one again)."""
+    say = log or (lambda m: print(m, file=sys.stderr))
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = scratch or out / ".scratch"
+    plans = case_plans(kinds, styles, per_kind)
+    splits = assign_splits({p.name: p.kind or "" for p in plans})
+    if cases:
+        unknown = sorted(set(cases) - {p.name for p in plans})
+        if unknown:
+            raise ValueError(f"no such cases: {', '.join(unknown)}")
+        plans = [p for p in plans if p.name in cases]
+    index_path = out / "cases.json"
+    index = {r["case_id"]: r for r in json.loads(index_path.read_text())} if index_path.is_file() else {}
+    history: dict[str, list[Path]] = {}
+    resume: dict[str, Path] = {}
+    t_all = time.monotonic()
+    for style in sorted({p.style for p in plans}):
+        history[style] = []
+        for n in range(1, HISTORY_RUNS[style] + 1):
+            dst = out / HISTORY / f"{style}-h{n}"
+            t0 = time.monotonic()
+            history[style].append(dst)
+            resume[style] = out / HISTORY / f".resume-{style}.pt"
+            if (dst / "job.json").is_file() and resume[style].is_file():
+                continue  # from an earlier call: a corpus grown kind by kind shares its history runs
+            if dst.is_dir():
+                shutil.rmtree(dst)
+            resume[style] = run_history(style, n, scratch / f"{style}-h{n}", dst)
+            say(f"history {style}-h{n}: {time.monotonic() - t0:.0f} s")
+    for plan in plans:
+        t0 = time.monotonic()
+        case = out / plan.name
+        if case.is_dir():
+            shutil.rmtree(case)
+        res = run_job(plan, scratch / plan.name,
+                      resume=resume[plan.style] if plan.kind == "ckpt_load_corrupt" else None)
+        ranks = {k: int(v["rank"]) for k, v in res.ranks.items()}
+        try:
+            if all(code == 0 for code in res.returncodes.values()):
+                raise InjectionNotObserved(f"{plan.name}: the job did not fail")
+            truth = truth_of(plan, log_files(res), ranks, splits[plan.name])
+        except InjectionNotObserved as exc:
+            say(f"SKIPPED {exc} ({time.monotonic() - t0:.0f} s)")
+            continue
+        write_job(case / "failed", log_files(res), _job_json(plan.name, "failed", plan.style, res))
+        (case / "history").mkdir()
+        for n, h in enumerate(history[plan.style], 1):  # links: the corpus stays small, git stays honest
+            (case / "history" / f"h{n}").symlink_to(os.path.relpath(h, case / "history"))
+        (case / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n")
+        index[plan.name] = {"case_id": plan.name, "path": plan.name, "kind": plan.kind, "style": plan.style,
+                            "category": truth["category"], "split": truth["split"], "source": truth["source"],
+                            "seconds": round(res.seconds, 1)}
+        index_path.write_text(json.dumps(sorted(index.values(), key=lambda r: r["case_id"]), indent=1) + "\n")
+        shutil.rmtree(scratch / plan.name, ignore_errors=True)
+        say(f"{plan.name}: {len(truth['root_lines'])} root lines, {res.seconds:.0f} s ({truth['split']})")
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    say(f"generated {len(index)} cases in {out} in {time.monotonic() - t_all:.0f} s "
+        f"(CPU of the runs: {cpu.ru_utime + cpu.ru_stime:.0f} s)")
+    shutil.rmtree(scratch, ignore_errors=True)
+    return sorted(index.values(), key=lambda r: r["case_id"])

@@ -1,0 +1,84 @@
+"""The failed (or history) job folder of one run, as a cluster's log collection would keep it.
+
+``console``: one file per node, the launcher's console (its own lines and, through ``--tee``, every
+local rank's output behind a ``[defaultN]:`` prefix). ``logdir``: torchrun's ``--log-dir`` tree, one
+``stdout.log``/``stderr.log`` per local rank, beside the launcher's own lines. Every file is gzip.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.bench.realrun.launch import RunResult
+from engine.bench.realrun.plan import NPROC
+
+TEE_PREFIX = re.compile(r"^\[default(\d+)\]:")
+
+
+@dataclass
+class LogFile:
+    rel: str  # path inside the job folder (without .gz)
+    node: str
+    lines: list[str]
+    locals: list[int | None]  # per line: the local rank that wrote it, None for the launcher
+
+
+def split_lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def log_files(res: RunResult) -> list[LogFile]:
+    files: list[LogFile] = []
+    for node, out in sorted(res.agent_out.items()):
+        lines = split_lines(out)
+        if res.plan.layout == "console":
+            locs = [int(m[1]) if (m := TEE_PREFIX.match(ln)) else None for ln in lines]
+            files.append(LogFile(f"{node}/torchrun.log", node, lines, locs))
+            continue
+        own = [ln for ln in lines if not TEE_PREFIX.match(ln)]
+        files.append(LogFile(f"{node}/launcher.log", node, own, [None] * len(own)))
+        for local in range(NPROC):
+            for stream in ("stdout", "stderr"):
+                for path in sorted(res.logdirs[node].glob(f"*/attempt_*/{local}/{stream}.log")):
+                    text = path.read_bytes().decode("utf-8", "replace")
+                    body = split_lines(text)
+                    if body:
+                        rel = f"{node}/{path.relative_to(res.logdirs[node]).as_posix()}"
+                        files.append(LogFile(rel, node, body, [local] * len(body)))
+    return files
+
+
+def read_job(folder: Path) -> list[LogFile]:
+    """The log files of a job folder `write_job` wrote, with the rank of every line (to label it again)."""
+    files = []
+    own = ("/torchrun.log.gz", "/launcher.log.gz")
+    for path in sorted(folder.rglob("*.gz"), key=lambda p: (p.relative_to(folder).parts[0],
+                                                            not p.as_posix().endswith(own), p.as_posix())):
+        rel = path.relative_to(folder).as_posix()[: -len(".gz")]
+        node = rel.split("/", 1)[0]
+        lines = split_lines(gzip.decompress(path.read_bytes()).decode("utf-8", "replace"))
+        if rel.endswith("/torchrun.log"):
+            locs = [int(m[1]) if (m := TEE_PREFIX.match(ln)) else None for ln in lines]
+        elif rel.endswith("/launcher.log"):
+            locs = [None] * len(lines)
+        else:
+            locs = [int(rel.split("/")[-2])] * len(lines)  # <node>/<run>/attempt_N/<local>/stderr.log
+        files.append(LogFile(rel, node, lines, locs))
+    return files
+
+
+def write_job(folder: Path, files: list[LogFile], job_json: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "job.json").write_text(json.dumps(job_json, indent=2) + "\n")
+    for f in files:
+        path = folder / (f.rel + ".gz")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = "".join(ln + "\n" for ln in f.lines).encode()
+        path.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))

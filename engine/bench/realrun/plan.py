@@ -1,0 +1,136 @@
+"""What each real-run case is: fault kind, program style, nodes, clocks, fault placement, split."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+STYLES = ("ddp", "megatron", "hf")
+NNODES = 4
+NPROC = 2
+STEPS = 24
+SAVE_EVERY = 8
+VOCAB = 96  # the tiny model's vocabulary and sample length (passed to the programs)
+SEQ = 17
+# node clocks: (TZ, timestamp format of the programs' own lines)
+CLOCKS = (("Asia/Shanghai", "iso_offset"), ("UTC", "iso_z"), ("UTC", "naive"),
+          ("Asia/Shanghai", "naive"), ("America/Los_Angeles", "iso_offset"))
+NODE_SCHEMES = ("gpu-node-{:02d}", "worker-{}", "dgx-a{:03d}", "node{:03d}")
+
+
+@cache
+def kinds() -> dict:
+    return yaml.safe_load((Path(__file__).parent / "kinds.yaml").read_text())
+
+
+def kind_spec(kind: str) -> dict:
+    spec = kinds()["kinds"].get(kind)
+    if spec is None:
+        raise ValueError(f"unknown real-run fault kind {kind!r} (one of {', '.join(kinds()['kinds'])})")
+    return spec
+
+
+def _hash(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+def assign_splits(kind_of: dict[str, str]) -> dict[str, str]:
+    """``dev`` or ``test`` for every case name, fixed by hashes before anyone tunes: a kind's cases
+    in hash order alternate between the halves (from a side its own hash picks), so every kind with
+    two or more cases has cases in both."""
+    by_kind: dict[str, list[str]] = {}
+    for name, kind in kind_of.items():
+        by_kind.setdefault(kind, []).append(name)
+    out = {}
+    for kind, names in by_kind.items():
+        first = _hash(kind) % 2
+        for i, name in enumerate(sorted(names, key=_hash)):
+            out[name] = ("dev", "test")[(i + first) % 2]
+    return out
+
+
+@dataclass
+class RunPlan:
+    name: str
+    style: str
+    kind: str | None  # None: a succeeded history run
+    seed: int
+    nodes: list[str]
+    clocks: list[tuple[str, str]]
+    layout: str  # "console": one launcher output per node; "logdir": torchrun --log-dir per-rank files
+    fault_node: int | None = None
+    fault_locals: list[int] = field(default_factory=list)
+    scope: str = "all"  # all | rank0 | local
+    step: int = -1
+    variant: int = 0
+    steps: int = STEPS
+    save_every: int = SAVE_EVERY
+
+    @property
+    def world(self) -> int:
+        return len(self.nodes) * NPROC
+
+
+def _nodes(rng: random.Random) -> list[str]:
+    scheme = rng.choice(NODE_SCHEMES)
+    first = rng.randrange(1, 60)
+    return [scheme.format(first + i) for i in range(NNODES)]
+
+
+def _step(rng: random.Random, when: str, steps: int, every: int) -> int:
+    saves = [s for s in range(every, steps, every)]
+    if when == "save":
+        return rng.choice(saves)
+    if when == "after_save":
+        return rng.choice(saves) + 1
+    if when == "mid":
+        return rng.choice([s for s in range(4, steps - 2) if s % every and (s - 1) % every])
+    return -1
+
+
+def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str] | None = None,
+             variant: int | None = None) -> RunPlan:
+    rng = random.Random(f"l4-realrun:{name}:{seed}")
+    nodes = nodes or _nodes(rng)
+    clocks = [rng.choice(CLOCKS) for _ in nodes]
+    if not any(fmt == "iso_offset" and tz != "UTC" for tz, fmt in clocks):
+        clocks[rng.randrange(len(clocks))] = CLOCKS[0]
+    p = RunPlan(name=name, style=style, kind=kind, seed=seed, nodes=nodes, clocks=clocks,
+                layout=rng.choice(["console", "logdir"]))
+    if kind is None:
+        return p
+    spec = kind_spec(kind)
+    if style not in spec["styles"]:
+        raise ValueError(f"kind {kind!r} has no {style!r} program (styles: {', '.join(spec['styles'])})")
+    p.variant = rng.randrange(1000) if variant is None else variant
+    p.fault_node = {"host": 0, "other": rng.randrange(1, len(nodes))}.get(spec.get("node", "any"),
+                                                                          rng.randrange(len(nodes)))
+    p.scope = {"one": "local", "node": "local", "rank0": "rank0", "all": "all"}[spec["ranks"]]
+    p.fault_locals = [rng.randrange(NPROC)] if spec["ranks"] == "one" else list(range(NPROC))
+    p.step = _step(rng, spec["step"], p.steps, p.save_every)
+    return p
+
+
+def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] | None = None,
+               per_kind: int = 2) -> list[RunPlan]:
+    """The corpus: ``per_kind`` cases of every kind, on its styles in turn (named ``<kind>-<style>-<n>``)."""
+    all_kinds = kinds()["kinds"]
+    chosen = kinds_wanted or list(all_kinds)
+    for k in chosen:
+        kind_spec(k)
+    styles = styles_wanted or list(STYLES)
+    bad = [s for s in styles if s not in STYLES]
+    if bad:
+        raise ValueError(f"unknown styles {bad} (one of {', '.join(STYLES)})")
+    plans = []
+    for kind in chosen:
+        allowed = [s for s in all_kinds[kind]["styles"] if s in styles]
+        for n in range(per_kind if allowed else 0):
+            style = allowed[n % len(allowed)]
+            plans.append(plan_run(f"{kind}-{style}-{n + 1}", style, kind, seed=n + 1, variant=n))
+    return plans

@@ -1,0 +1,215 @@
+"""The real-run harness pieces that need no torch: plans and splits, data shards, node environments,
+collecting a run's logs, labelling, and the programs' fault switch and clocks."""
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from engine.bench.realrun.label import label
+from engine.bench.realrun.launch import PROGRAMS, RunResult, _node_env, write_shards
+from engine.bench.realrun.layout import log_files, read_job, write_job
+from engine.bench.realrun.plan import SEQ, assign_splits, case_plans, kinds, plan_run
+
+STAGES = {"init", "data_loading", "model_loading", "training", "checkpointing", "teardown"}
+
+
+def test_the_corpus_plan_covers_every_stage_with_two_cases_per_kind_in_both_halves():
+    plans = case_plans()
+    spec = kinds()["kinds"]
+    assert len(spec) >= 14
+    assert {spec[k]["stage"] for k in spec} == STAGES
+    per_kind = Counter(p.kind for p in plans)
+    assert set(per_kind.values()) == {2}
+    assert {p.style for p in plans} == {"ddp", "megatron", "hf"}
+    splits = assign_splits({p.name: p.kind for p in plans})
+    for kind in spec:
+        assert {splits[p.name] for p in plans if p.kind == kind} == {"dev", "test"}
+    # fixed by hashes, not by the order of the call
+    assert assign_splits(dict(reversed(list({p.name: p.kind for p in plans}.items())))) == splits
+
+
+def test_plans_are_deterministic_and_place_the_fault():
+    a = plan_run("rank_sigkill-ddp-1", "ddp", "rank_sigkill", seed=1)
+    assert a == plan_run("rank_sigkill-ddp-1", "ddp", "rank_sigkill", seed=1)
+    assert len(a.nodes) == 4 and a.world == 8 and a.scope == "local" and len(a.fault_locals) == 1
+    assert a.step % a.save_every and 0 < a.step < a.steps
+    after = plan_run("x", "ddp", "fail_after_ckpt", seed=3)
+    assert after.step % after.save_every == 1
+    assert plan_run("p", "ddp", "port_in_use", seed=2).fault_node == 0
+    assert plan_run("r", "ddp", "rendezvous_timeout", seed=2).fault_node != 0
+    # every plan has a node logging with a non-UTC offset
+    assert any(tz != "UTC" and fmt == "iso_offset" for tz, fmt in a.clocks)
+
+
+def test_unknown_kinds_and_styles_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown real-run fault kind 'nope'"):
+        case_plans(["nope"])
+    with pytest.raises(ValueError, match="unknown styles"):
+        case_plans(None, ["keras"])
+    with pytest.raises(ValueError, match="has no 'hf' program"):
+        plan_run("x", "hf", "straggler", seed=1)
+
+
+@pytest.mark.parametrize("variant", [0, 1])
+def test_a_corrupt_shard_has_exactly_one_broken_sample(tmp_path, variant):
+    import random
+
+    write_shards(tmp_path, random.Random(1), corrupt_local=1, variant=variant)
+    good = (tmp_path / "train-00.jsonl").read_text().splitlines()
+    assert all(len(json.loads(ln)["tokens"]) == SEQ for ln in good)
+    bad = []
+    for ln in (tmp_path / "train-01.jsonl").read_text().splitlines():
+        try:
+            if len(json.loads(ln)["tokens"]) != SEQ:
+                bad.append("short")
+        except ValueError:
+            bad.append("json")
+    assert bad == (["json"] if variant == 0 else ["short"])
+
+
+def test_the_fault_reaches_only_the_faulty_node(tmp_path):
+    plan = plan_run("import_error-ddp-1", "ddp", "import_error", seed=1)
+    envs = [_node_env(plan, i, tmp_path, 29500, None) for i in range(len(plan.nodes))]
+    for i, env in enumerate(envs):
+        assert env["L4RR_HOSTNAME"] == plan.nodes[i] and env["TZ"] == plan.clocks[i][0]
+        assert ("L4RR_FAULT" in env) == (i == plan.fault_node)
+    stale = tmp_path / "site" / plan.nodes[plan.fault_node] / "fused_ops" / "__init__.py"
+    assert "torch._six" in stale.read_text()
+    shape = plan_run("shape_mismatch-ddp-1", "ddp", "shape_mismatch", seed=1)
+    hidden = [_node_env(shape, i, tmp_path / "s", 1, None)["L4RR_HIDDEN"] for i in range(4)]
+    assert len(set(hidden)) == 2 and hidden.count(hidden[shape.fault_node]) == 1
+    ckpt = tmp_path / "resume.pt"
+    ckpt.write_bytes(b"PK" + bytes(3000))
+    corrupt = plan_run("ckpt_load_corrupt-ddp-1", "ddp", "ckpt_load_corrupt", seed=1)
+    sizes = [Path(_node_env(corrupt, i, tmp_path / "c", 1, ckpt)["L4RR_RESUME"]).stat().st_size
+             for i in range(4)]
+    assert sizes.count(3002) == 3 and sizes[corrupt.fault_node] == 1000
+
+
+def test_the_programs_fault_switch_and_clocks_without_torch():
+    code = ("import _chaos as C; print(C.stamp(0)); print(C.active('host_oom', 5), C.active('host_oom', 6),"
+            " C.active('rank_sigkill'))")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("L4RR_") and k != "RANK"}
+    def run(**env: str) -> list[str]:
+        full = {**base, "PYTHONPATH": str(PROGRAMS), **env}
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env=full).stdout.split("\n")
+
+    out = run(TZ="Asia/Shanghai", L4RR_TSFMT="iso_offset", L4RR_FAULT="host_oom", L4RR_FAULT_SCOPE="local",
+              L4RR_FAULT_LOCAL="1", LOCAL_RANK="1", L4RR_FAULT_STEP="5")
+    assert out[0] == "1970-01-01T08:00:00.000+08:00" and out[1] == "True False False"
+    out = run(TZ="UTC", L4RR_TSFMT="iso_z", L4RR_FAULT="host_oom", L4RR_FAULT_SCOPE="local",
+              L4RR_FAULT_LOCAL="1", LOCAL_RANK="0", L4RR_FAULT_STEP="5")
+    assert out[0] == "1970-01-01T00:00:00.000Z" and out[1] == "False False False"
+    out = run(TZ="America/Los_Angeles", L4RR_TSFMT="naive")
+    assert out[0] == "1969-12-31 16:00:00,000"
+
+
+AGENT = """W1201 16:41:40.100000 100 torch/distributed/run.py:865] node_rank is only used for static rdzv.
+[default0]:2026-12-01T16:41:41.000+08:00 INFO [rank2] trainer: step 3/24 loss=4.5 lr=1e-3
+[default1]:2026-12-01T16:41:41.001+08:00 INFO [rank3] trainer: step 3/24 loss=4.4 lr=1e-3
+[default1]:[rank3]: Traceback (most recent call last):
+[default1]:[rank3]:   File "/job/code/train.py", line 9, in <module>
+[default1]:[rank3]:     logits = model(x)
+[default1]:[rank3]: IndexError: index out of range in self
+[default0]:[rank2]: Traceback (most recent call last):
+[default0]:[rank2]:   File "/job/code/train.py", line 12, in <module>
+[default0]:[rank2]:     dist.all_reduce(t)
+[default0]:[rank2]: RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:1234.
+W1201 16:41:42.000000 100 torch/distributed/elastic/api.py:1028] Sending process 7 closing signal SIGTERM
+E1201 16:41:42.100000 100 torch/distributed/elastic/api.py:1002] failed (exitcode: 1) local_rank: 1 (pid: 8)
+Traceback (most recent call last):
+  File "/venv/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_16:41:42
+  host      : gpu-node-02
+  rank      : 3 (local_rank: 1)
+  exitcode  : 1 (pid: 8)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def _result(tmp_path, plan, layout):
+    plan.layout = layout
+    node = plan.nodes[plan.fault_node]
+    logdir = tmp_path / "logs" / node
+    if layout == "logdir":
+        for local in (0, 1):
+            d = logdir / "job_abc" / "attempt_0" / str(local)
+            d.mkdir(parents=True)
+            body = [ln.split(":", 1)[1] for ln in AGENT.splitlines() if ln.startswith(f"[default{local}]:")]
+            (d / "stderr.log").write_text("\n".join(body) + "\n")
+            (d / "stdout.log").write_text("")
+    ranks = {(node, 0): {"rank": 2, "pid": 7}, (node, 1): {"rank": 3, "pid": 8}}
+    return RunResult(plan, tmp_path, {node: AGENT}, {node: logdir}, ranks)
+
+
+@pytest.mark.parametrize("layout", ["console", "logdir"])
+def test_labels_root_traceback_context_and_cascade(tmp_path, layout):
+    plan = plan_run("exception_step-ddp-1", "ddp", "exception_step", seed=1)
+    plan.fault_locals = [1]
+    res = _result(tmp_path, plan, layout)
+    files = log_files(res)
+    node = plan.nodes[plan.fault_node]
+    if layout == "console":
+        assert [f.rel for f in files] == [f"{node}/torchrun.log"]
+    else:
+        assert [f.rel for f in files] == [f"{node}/launcher.log", f"{node}/job_abc/attempt_0/0/stderr.log",
+                                          f"{node}/job_abc/attempt_0/1/stderr.log"]  # empty stdout dropped
+    truth = label(plan, files, res.ranks)
+    pre = "[default1]:" if layout == "console" else ""
+    assert truth["root_lines"] == [pre + "[rank3]: Traceback (most recent call last):",
+                                   pre + '[rank3]:   File "/job/code/train.py", line 9, in <module>',
+                                   pre + "[rank3]:     logits = model(x)",
+                                   pre + "[rank3]: IndexError: index out of range in self"]
+    message = pre + "[rank3]: IndexError: index out of range in self"
+    assert truth["indicating"] == [{"key": "exception_step", "lines": [message]}]
+    cascade = truth["cascade_lines"]
+    other = "[default0]:" if layout == "console" else ""
+    assert other + "[rank2]: RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:1234." \
+        in cascade
+    assert "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:" in cascade
+    assert "  rank      : 3 (local_rank: 1)" in cascade and "train.py FAILED" in cascade
+    assert not any("step 3/24" in ln for ln in cascade + truth["context_lines"])
+    write_job(tmp_path / "job", files, {"job_id": "x"})
+    assert all(p.suffix == ".gz" for p in (tmp_path / "job").rglob("*.log*"))
+    again = read_job(tmp_path / "job")  # what `l4 bench realrun relabel` labels
+    assert [(f.rel, f.lines, f.locals) for f in again] == [(f.rel, f.lines, f.locals) for f in files]
+    assert label(plan, again, res.ranks) == truth
+
+
+def test_a_killed_rank_is_found_in_its_launchers_lines(tmp_path):
+    plan = plan_run("rank_sigkill-ddp-1", "ddp", "rank_sigkill", seed=1)
+    plan.fault_locals = [1]
+    text = AGENT.replace("failed (exitcode: 1) local_rank: 1", "failed (exitcode: -9) local_rank: 1").replace(
+        "  exitcode  : 1 (pid: 8)", "  exitcode  : -9 (pid: 8)  (SIGKILL)").replace(
+        "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "Signal 9 (SIGKILL) received by PID 8")
+    res = _result(tmp_path, plan, "console")
+    res.agent_out[plan.nodes[plan.fault_node]] = text
+    truth = label(plan, log_files(res), res.ranks)
+    assert len(truth["root_lines"]) == 3 and all("-9" in ln or "Signal 9" in ln for ln in truth["root_lines"])
+
+
+def test_generate_refuses_unknown_cases_before_running_anything(tmp_path):
+    from engine.bench.realrun.corpus import generate
+
+    with pytest.raises(ValueError, match="no such cases: nope-ddp-1"):
+        generate(tmp_path / "out", cases=["nope-ddp-1"])
+    assert not (tmp_path / "out" / "_history").exists()
