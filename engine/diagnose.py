@@ -29,7 +29,7 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     candidates = candidate_events(parsed, pool if pool is not None else normal_pool(history, normal))
     scored = score_events(parsed, candidates)
     selected = select_events(scored)
-    events = [_event(parsed, e.id, e.score) for e in selected]
+    events = [_event(parsed, e.id, e.score, e.evidence) for e in selected]
     node_scores: dict[str, float] = {}
     nodes = rank_nodes(parsed, candidates, scored, selected, top_k=top_nodes, all_scores=node_scores)
     weight = {e.id: e.score for e in scored}
@@ -75,11 +75,12 @@ def _detail(parsed: ParsedJob, node_scores: dict[str, float], selected: list[int
                           heatmap_counts=counts, iteration_series=kept)
 
 
-def _event(parsed: ParsedJob, eid: int, score: float) -> Event:
+def _event(parsed: ParsedJob, eid: int, score: float, evidence: Sequence[str] = ()) -> Event:
     t = parsed.templates[eid]
+    examples = list(dict.fromkeys([*evidence, *t.examples]))[:3]  # the lines that matter first
     return Event(template=t.template, score=score, count=t.count, level=t.level,
                  nodes=sorted(t.nodes, key=lambda n: (-t.nodes[n], n)), first_seen=shown_ts(t.first_seen),
-                 examples=list(t.examples[:3]))
+                 examples=examples)
 
 
 def shown_ts(ts: str | None) -> str | None:

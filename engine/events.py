@@ -23,8 +23,9 @@ CASCADE_FACTOR = 0.55
 ROOT_SEVERITY = 0.6  # a non-consequence event at least this severe is a root cause in sight
 TRUNCATED_SEVERITY = 0.8
 FACTORS = {CONSEQUENCE: 0.45, REPORT: 0.5, WRAPPER: 0.75, CONTEXT: 0.3}  # when a root cause is in sight
-ALONE = {CONSEQUENCE: 0.75, REPORT: 1.0, WRAPPER: 0.9, CONTEXT: 0.5}  # when none is
+ALONE = {CONSEQUENCE: 0.6, REPORT: 1.0, WRAPPER: 0.9, CONTEXT: 0.5}  # when none is
 REPORT_SEVERITY = 0.85  # the launcher's report of a dead rank is evidence when nothing else is
+CONSEQUENCE_SEVERITY = 0.6  # a summary's alarming words ("SIGTERM", "FAILED") say nothing new
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class ScoredEvent:
     severity: float
     cascade: bool
     role: str | None = None
+    evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
 
 
 def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
@@ -55,12 +57,26 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
     roles: Roles = event_roles(parsed, candidates, sev_of)
     for i, inherited in roles.inherited.items():
         sev_of[i] = max(sev_of[i], inherited)
+    for i in candidates:
+        if roles.role.get(i) == CONSEQUENCE:
+            sev_of[i] = min(sev_of[i], CONSEQUENCE_SEVERITY)
     # Echoes are damped only when a root cause is in sight: a severe event that is no echo, on few
     # nodes. With none (a silent hang, a killed rank), the timeouts and the launcher's report are the
     # best evidence there is.
-    has_root = any(sev_of[i] >= ROOT_SEVERITY and i not in roles.role and spec_of[i] >= 0.5
-                   for i in candidates)
-    if not has_root:
+    roots = [i for i in candidates
+             if sev_of[i] >= ROOT_SEVERITY and i not in roles.role and spec_of[i] >= 0.5]
+    has_root = bool(roots)
+    # a rank killed first (the launcher's block says so) is the origin: the others' errors echo it,
+    # and its report is the evidence unless the killed rank's node logged a cause of its own
+    killed = bool(roles.killed_nodes)
+    if killed:
+        has_root = any(roles.killed_nodes & parsed.templates[i].nodes.keys() for i in roots)
+    if roles.blocks and not killed:  # the launcher saw every rank fail on its own: its reports add nothing
+        for i in candidates:
+            if roles.role.get(i) == REPORT:
+                roles.role[i] = CONSEQUENCE
+                sev_of[i] = min(sev_of[i], CONSEQUENCE_SEVERITY)
+    elif not has_root:
         for i in candidates:
             if roles.role.get(i) == REPORT:
                 sev_of[i] = max(sev_of[i], REPORT_SEVERITY)
@@ -69,14 +85,19 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
         t = parsed.templates[i]
         sev, spec, role = sev_of[i], spec_of[i], roles.role.get(i)
         rarity = 1.0 / (1.0 + math.log10(max(1, t.count)))
-        if role == CASCADE:
+        if role == CASCADE and killed:
+            damp = CASCADE_FACTOR
+        elif role == CASCADE:
             damp = CASCADE_FACTOR + (1 - CASCADE_FACTOR) * spec if has_root else 1.0
         elif role in FACTORS:
-            damp = FACTORS[role] if has_root else ALONE[role]
+            damp = FACTORS[role] if has_root or (killed and role != REPORT) else ALONE[role]
+        elif killed and not has_root and not roles.killed_nodes & t.nodes.keys():
+            damp = CASCADE_FACTOR  # an error elsewhere after the kill: a consequence of it
         else:
             damp = 1.0
         score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
-        out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role))
+        out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role,
+                               tuple(roles.evidence.get(i, ()))))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.headers import parse_header
+from engine.launcher import first_failures
+from engine.masking import MASK
 from engine.model import ParsedJob
 from engine.rules import load
 
@@ -39,6 +41,9 @@ _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
 class Roles:
     role: dict[int, str] = field(default_factory=dict)  # event id -> role (absent: a possible root cause)
     inherited: dict[int, float] = field(default_factory=dict)  # severity given by a label line before it
+    evidence: dict[int, list[str]] = field(default_factory=dict)  # raw lines to show first
+    killed_nodes: set[str] = field(default_factory=set)  # nodes of ranks killed first (launcher blocks)
+    blocks: int = 0  # launcher blocks of first observed failures read
 
 
 @lru_cache(maxsize=1)
@@ -89,7 +94,36 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
             out.role[i] = role
     _label_successors(parsed, labels, severity, out, set(candidates))
     _quoting(parsed, candidates, severity, msgs, out)
+    _killed_first(parsed, candidates, out)
     return out
+
+
+def _fits(template: str, message: str) -> bool:
+    parts = [re.escape(p) for p in " ".join(template.split()).split(MASK)]
+    return re.fullmatch(r".*?".join(parts), " ".join(message.split())) is not None
+
+
+def _killed_first(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
+    """The launcher's block of a rank killed first: its lines are reports, shown as the evidence."""
+    blocks = first_failures(parsed)
+    out.blocks = len(blocks)
+    for block in blocks:
+        if not block.killed:
+            break
+        out.killed_nodes.add(block.node)
+        here = [i for i in candidates if i in parsed.positions.get(block.path, {})]
+        for key in ("exitcode", "traceback"):
+            raw = block.lines.get(key)
+            if raw is None:
+                continue
+            msg = parse_header(raw).message
+            for i in here:
+                if _fits(parsed.templates[i].template, msg):
+                    out.role[i] = REPORT
+                    lines = out.evidence.setdefault(i, [])
+                    if raw not in lines:
+                        lines.append(raw)
+                    break
 
 
 def _label_successors(parsed: ParsedJob, labels: list[int], severity: dict[int, float], out: Roles,

@@ -19,6 +19,7 @@ file, with nothing before it, is in `init`.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from functools import lru_cache
@@ -35,6 +36,7 @@ PROGRESS_MIN = 3  # occurrences of a line shape with a rising number that make i
 INIT_LINES = 3  # a failure with at most this many lines before it, and no marker, is in init
 TRACEBACK_REACH = 400  # lines searched back from the failure for its traceback's start
 MESSAGE_LINES = 6  # lines an exception's message may take between its traceback and the failure line
+SIBLINGS = 2  # other files of the failing rank's folder read when its own shows no stage
 HEAD_CHARS = 60  # a stage hint this near the start of a line is what the line says it was doing
 _FRAME = re.compile(r'^File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)')
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
@@ -81,7 +83,7 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
     if where is not None:
         window = read_window(*where)
         if window is not None:
-            local = frames_stage(window) or log_stage(window)
+            local = frames_stage(window) or log_stage(window) or _sibling_stage(parsed, where[0])
             if local is not None:
                 return local
     markers = {
@@ -118,6 +120,20 @@ def failure_hint(template: str) -> str | None:
     for stage, rx in _failure_hints():
         if rx.search(template):
             return stage
+    return None
+
+
+def _sibling_stage(parsed: ParsedJob, path: str) -> str | None:
+    """What the other files of the failing rank's folder (its stdout beside its stderr) show by
+    their end, the one with the most lines first."""
+    folder = os.path.dirname(path)
+    siblings = sorted((p for p in parsed.positions if p != path and os.path.dirname(p) == folder),
+                      key=lambda p: -parsed.file_lines.get(p, 0))
+    for p in siblings[:SIBLINGS]:
+        window = read_window(p, parsed.file_lines.get(p, 0))
+        found = log_stage(window) if window is not None else None
+        if found is not None:
+            return found
     return None
 
 
