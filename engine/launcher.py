@@ -19,6 +19,7 @@ from engine.rules import load
 from engine.window import read_window
 
 BLOCK_LINES = 12
+MAX_BLOCKS = 16  # files read for their block, the shortest first (a launcher's own log before a console)
 _HEAD = re.compile(r"Root Cause \(first observed failure\):")
 _FIELD = re.compile(r"^(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<value>.*)$")
 _EXIT = re.compile(r"^(-?\d+)")
@@ -62,10 +63,10 @@ def first_failures(parsed: ParsedJob) -> list[FirstFailure]:
     """The blocks of the job, one per rank file that holds one; ranks that were killed first."""
     heads = [i for i, t in enumerate(parsed.templates) if _HEAD.search(t.template)]
     out: list[FirstFailure] = []
-    for path, pos in parsed.positions.items():
-        at = next((pos[i][0] for i in heads if i in pos), None)
-        if at is None:
-            continue
+    found = [(path, at) for path, pos in parsed.positions.items()
+             if (at := next((pos[i][0] for i in heads if i in pos), None)) is not None]
+    found.sort(key=lambda pa: (parsed.file_lines.get(pa[0], 0), pa[0]))
+    for path, at in found[:MAX_BLOCKS]:
         window = read_window(path, at, before=0, after=BLOCK_LINES)
         if window is None:
             continue

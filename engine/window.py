@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from engine.ingest import ReadReport, iter_chunks
 
-BEFORE = 20000
+BEFORE = 5000
 AFTER = 200
 
 
