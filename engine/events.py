@@ -17,6 +17,7 @@ from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, 
 from engine.severity import severity
 
 MAX_EVENTS = 10
+MAX_ECHOES = 3
 MIN_SCORE = 0.35  # events below this are not worth an engineer's time
 RELATIVE = 0.5  # and neither are those far below the best one
 CASCADE_FACTOR = 0.55
@@ -36,6 +37,7 @@ class ScoredEvent:
     cascade: bool
     role: str | None = None
     evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
+    quotes: int | None = None  # the event whose message this wrapper repeats
 
 
 def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
@@ -97,15 +99,29 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
             damp = 1.0
         score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
         out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role,
-                               tuple(roles.evidence.get(i, ()))))
+                               tuple(roles.evidence.get(i, ())), roles.quotes.get(i)))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out
 
 
 def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:
-    """The events worth reading: above the floor, near the best, at most MAX_EVENTS."""
+    """The events worth reading: above the floor, near the best, at most MAX_EVENTS, and at most
+    MAX_ECHOES echoes (cascades, summaries, wrappers, context) below a possible root cause."""
     if not scored:
         return []
     top = scored[0].score
     floor = max(MIN_SCORE, RELATIVE * top)
-    return [e for e in scored if e.score >= floor][:MAX_EVENTS]
+    kept = [e for e in scored if e.score >= floor][:MAX_EVENTS]
+    if not any(e.role in (None, REPORT) for e in kept):
+        return kept  # nothing but echoes: they are the evidence
+    out, echoes = [], 0
+    shown = {e.id for e in kept}
+    for e in kept:
+        if e.quotes in shown:
+            continue  # it repeats the message of an event that is shown
+        if e.role not in (None, REPORT):
+            echoes += 1
+            if echoes > MAX_ECHOES:
+                continue
+        out.append(e)
+    return out

@@ -44,6 +44,7 @@ class Roles:
     evidence: dict[int, list[str]] = field(default_factory=dict)  # raw lines to show first
     killed_nodes: set[str] = field(default_factory=set)  # nodes of ranks killed first (launcher blocks)
     blocks: int = 0  # launcher blocks of first observed failures read
+    quotes: dict[int, int] = field(default_factory=dict)  # wrapper -> the event whose message it repeats
 
 
 @lru_cache(maxsize=1)
@@ -158,10 +159,12 @@ def _quoting(parsed: ParsedJob, candidates: list[int], severity: dict[int, float
             continue
         ta = parsed.templates[a].first_seen
         for b in pool:
-            if b == a or b in out.role or cores[b] == ca or len(msgs[b]) - len(ca) < QUOTE_MIN_EXTRA \
-                    or ca not in msgs[b]:
+            if b == a or out.role.get(b, CASCADE) != CASCADE or cores[b] == ca:
+                continue  # a cascade that quotes the error it echoes is its wrapper
+            if len(msgs[b]) - len(ca) < QUOTE_MIN_EXTRA or ca not in msgs[b]:
                 continue
             tb = parsed.templates[b].first_seen
             if ta and tb and tb < ta:  # a wrapper does not come before what it wraps
                 continue
             out.role[b] = WRAPPER
+            out.quotes[b] = a
