@@ -17,7 +17,7 @@ from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, 
 from engine.severity import severity
 
 MAX_EVENTS = 10
-MAX_ECHOES = 3
+MAX_ECHOES = 5
 MIN_SCORE = 0.35  # events below this are not worth an engineer's time
 RELATIVE = 0.5  # and neither are those far below the best one
 CASCADE_FACTOR = 0.55
@@ -112,8 +112,8 @@ def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:
     top = scored[0].score
     floor = max(MIN_SCORE, RELATIVE * top)
     kept = [e for e in scored if e.score >= floor][:MAX_EVENTS]
-    if not any(e.role in (None, REPORT) for e in kept):
-        return kept  # nothing but echoes: they are the evidence
+    if not any(e.role in (None, REPORT) and e.severity >= ROOT_SEVERITY for e in kept):
+        return kept  # no root cause in sight: the echoes are the evidence
     out, echoes = [], 0
     shown = {e.id for e in kept}
     for e in kept:

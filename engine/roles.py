@@ -31,7 +31,7 @@ CASCADE, CONSEQUENCE, REPORT, WRAPPER, CONTEXT = "cascade", "consequence", "repo
 QUOTE_MIN_CHARS = 20  # a quoted message shorter than this could be anything
 QUOTE_CANDIDATES = 80  # the most severe candidates compared pairwise
 QUOTE_MIN_SEVERITY = 0.5
-QUOTE_MIN_EXTRA = 16  # a wrapper adds its own words (a bare "NCCL WARN " prefix does not make one)
+QUOTE_MIN_WORDS = 4  # a wrapper adds words of its own (a bare "NCCL WARN" prefix does not make one)
 CODE_INDENT = 4  # traceback code lines are indented at least this much (frame lines by 2)
 _EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
@@ -155,13 +155,13 @@ def _quoting(parsed: ParsedJob, candidates: list[int], severity: dict[int, float
     cores = {i: _core(msgs[i]) for i in pool}
     for a in pool:
         ca = cores[a]
-        if len(ca) < QUOTE_MIN_CHARS or out.role.get(a) == CONTEXT:
-            continue
+        if len(ca) < QUOTE_MIN_CHARS or out.role.get(a) is not None:
+            continue  # only the message of a possible root cause makes its quoter a wrapper
         ta = parsed.templates[a].first_seen
         for b in pool:
             if b == a or out.role.get(b, CASCADE) != CASCADE or cores[b] == ca:
                 continue  # a cascade that quotes the error it echoes is its wrapper
-            if len(msgs[b]) - len(ca) < QUOTE_MIN_EXTRA or ca not in msgs[b]:
+            if ca not in msgs[b] or len(msgs[b].replace(ca, " ").split()) < QUOTE_MIN_WORDS:
                 continue
             tb = parsed.templates[b].first_seen
             if ta and tb and tb < ta:  # a wrapper does not come before what it wraps
