@@ -99,6 +99,25 @@ def relabel(root: Path) -> int:
     return n
 
 
+def write_case(out: Path, plan: RunPlan, res: RunResult, split: str, history: list[Path]) -> dict:
+    """Label a finished failed run and write its case folder; returns its row of ``cases.json``."""
+    if res.returncodes and all(code == 0 for code in res.returncodes.values()):
+        raise InjectionNotObserved(f"{plan.name}: the job did not fail")
+    files = log_files(res)
+    truth = truth_of(plan, files, {k: int(v["rank"]) for k, v in res.ranks.items()}, split)
+    case = out / plan.name
+    if case.is_dir():
+        shutil.rmtree(case)
+    write_job(case / "failed", files, _job_json(plan.name, "failed", plan.style, res))
+    (case / "history").mkdir()
+    for n, h in enumerate(history, 1):  # links: the corpus stays small
+        (case / "history" / f"h{n}").symlink_to(os.path.relpath(h, case / "history"))
+    (case / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n")
+    return {"case_id": plan.name, "path": plan.name, "kind": plan.kind, "style": plan.style,
+            "category": truth["category"], "split": split, "source": truth["source"],
+            "root_lines": len(truth["root_lines"]), "seconds": round(res.seconds, 1)}
+
+
 def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None = None, *, per_kind: int = 2,
              cases: list[str] | None = None, scratch: Path | None = None,
              log: Callable[[str], None] | None = None) -> list[dict]:
@@ -119,6 +138,7 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
     history: dict[str, list[Path]] = {}
     resume: dict[str, Path] = {}
     t_all = time.monotonic()
+    skipped: list[str] = []
     for style in sorted({p.style for p in plans}):
         history[style] = []
         for n in range(1, HISTORY_RUNS[style] + 1):
@@ -134,32 +154,21 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
             say(f"history {style}-h{n}: {time.monotonic() - t0:.0f} s")
     for plan in plans:
         t0 = time.monotonic()
-        case = out / plan.name
-        if case.is_dir():
-            shutil.rmtree(case)
         res = run_job(plan, scratch / plan.name,
                       resume=resume[plan.style] if plan.kind == "ckpt_load_corrupt" else None)
-        ranks = {k: int(v["rank"]) for k, v in res.ranks.items()}
         try:
-            if all(code == 0 for code in res.returncodes.values()):
-                raise InjectionNotObserved(f"{plan.name}: the job did not fail")
-            truth = truth_of(plan, log_files(res), ranks, splits[plan.name])
+            row = write_case(out, plan, res, splits[plan.name], history[plan.style])
         except InjectionNotObserved as exc:
-            say(f"SKIPPED {exc} ({time.monotonic() - t0:.0f} s)")
+            say(f"SKIPPED {exc} ({time.monotonic() - t0:.0f} s; its run stays in {scratch / plan.name})")
+            skipped.append(plan.name)
             continue
-        write_job(case / "failed", log_files(res), _job_json(plan.name, "failed", plan.style, res))
-        (case / "history").mkdir()
-        for n, h in enumerate(history[plan.style], 1):  # links: the corpus stays small, git stays honest
-            (case / "history" / f"h{n}").symlink_to(os.path.relpath(h, case / "history"))
-        (case / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n")
-        index[plan.name] = {"case_id": plan.name, "path": plan.name, "kind": plan.kind, "style": plan.style,
-                            "category": truth["category"], "split": truth["split"], "source": truth["source"],
-                            "seconds": round(res.seconds, 1)}
+        index[plan.name] = row
         index_path.write_text(json.dumps(sorted(index.values(), key=lambda r: r["case_id"]), indent=1) + "\n")
         shutil.rmtree(scratch / plan.name, ignore_errors=True)
-        say(f"{plan.name}: {len(truth['root_lines'])} root lines, {res.seconds:.0f} s ({truth['split']})")
+        say(f"{plan.name}: {row['root_lines']} root lines, {res.seconds:.0f} s ({row['split']})")
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     say(f"generated {len(index)} cases in {out} in {time.monotonic() - t_all:.0f} s "
         f"(CPU of the runs: {cpu.ru_utime + cpu.ru_stime:.0f} s)")
-    shutil.rmtree(scratch, ignore_errors=True)
+    if not skipped:
+        shutil.rmtree(scratch, ignore_errors=True)
     return sorted(index.values(), key=lambda r: r["case_id"])

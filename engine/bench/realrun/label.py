@@ -49,7 +49,7 @@ def _lines(files: Iterable[LogFile]) -> list[list[Line]]:
         for seq in per_stream.values():
             open_block = None
             for ln in seq:
-                if ln.body.startswith("Traceback (most recent call last)"):
+                if "Traceback (most recent call last)" in ln.body:  # may follow a tqdm bar's \r updates
                     block_id += 1
                     open_block = block_id
                     ln.block = open_block
@@ -89,6 +89,8 @@ def label(plan: RunPlan, files: list[LogFile], ranks: dict[tuple[str, int], dict
             return s == (fnode, None)
         if mode == "node":
             return s[0] == fnode
+        if mode == "ranks":
+            return s[1] is not None
         if mode == "peers":
             return s[1] is not None and s not in faulty
         return s[1] is None  # agents

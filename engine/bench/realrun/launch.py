@@ -202,9 +202,17 @@ def run_job(plan: RunPlan, work: Path, *, torchrun: str | None = None,
                     pass
         if blocker is not None:
             blocker.close()
+    res = load_run(plan, work)
+    res.returncodes = {n: p.returncode for n, p in procs.items()}
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def load_run(plan: RunPlan, work: Path) -> RunResult:
+    """What a finished run left in ``work``: the agents' consoles, their log dirs, the rank map."""
+    outs = {n: work / f"agent-{n}.out" for n in plan.nodes if (work / f"agent-{n}.out").is_file()}
     res = RunResult(plan, work, {n: o.read_bytes().decode("utf-8", "replace") for n, o in outs.items()},
-                    logdirs, returncodes={n: p.returncode for n, p in procs.items()},
-                    seconds=time.monotonic() - t0)
+                    {n: work / "logs" / n for n in outs})
     for f in sorted((work / "ranks").glob("*.json")):
         info = json.loads(f.read_text())
         res.ranks[(info["node"], int(info["local_rank"]))] = info

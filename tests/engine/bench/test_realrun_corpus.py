@@ -2,19 +2,40 @@
 formed: root lines verbatim in the rank files, a split, a known kind, history to compare with."""
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from bot.cli import main
 from engine.bench.evaluate import case_dirs, evaluate
 from engine.bench.realrun.check import check_case, check_corpus
+from engine.bench.realrun.plan import kinds
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "realrun"
+STAGES = {"init", "data_loading", "model_loading", "training", "checkpointing", "teardown"}
+
+
+def _truths() -> list[dict]:
+    return [json.loads((c / "truth.json").read_text()) for c in case_dirs(CORPUS)]
 
 
 def test_every_committed_case_is_well_formed():
     assert check_corpus(CORPUS) == []
     index = json.loads((CORPUS / "cases.json").read_text())
     assert {r["case_id"] for r in index} == {c.name for c in case_dirs(CORPUS)}
+
+
+def test_the_corpus_covers_kinds_stages_styles_splits_and_clocks():
+    truths = _truths()
+    assert len({t["kind"] for t in truths}) >= 14
+    assert {t["kind"] for t in truths} <= set(kinds()["kinds"])
+    assert {t["stage"] for t in truths} == STAGES
+    assert {t["source"] for t in truths} == {"realrun/ddp", "realrun/megatron", "realrun/hf"}
+    assert Counter(t["split"] for t in truths).keys() == {"dev", "test"}
+    assert all(t["world_size"] >= 8 and len(t["nodes"]) >= 4 for t in truths)
+    zones = {(n["tz"], n["timestamps"]) for t in truths for n in t["nodes"].values()}
+    assert ("Asia/Shanghai", "iso_offset") in zones and any(fmt == "naive" for _, fmt in zones)
+    for t in truths:  # the root of a failure is never also labelled a consequence
+        assert not set(t["root_lines"]) & set(t["cascade_lines"])
 
 
 def test_a_tampered_case_is_reported(tmp_path):
