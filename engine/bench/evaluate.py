@@ -216,7 +216,7 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
             for order in GREP_ORDERS:
                 t1 = time.perf_counter()
                 events = grep_events(case / "failed", order)
-                results[f"grep-{order}"] = (events, [], None, None, time.perf_counter() - t1)
+                results[f"grep-{order}"] = (events, None, None, None, time.perf_counter() - t1)
         ranks: dict[str, int | None] = {}
         groups = [per_kind[truth["kind"]], overall] + ([per_source[source_group(truth)]] if roots else [])
         for name, (events, nodes, stage, iteration, s) in results.items():
@@ -227,7 +227,8 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
                 tally.cases += 1
                 tally.seconds += s
                 tally.add_events([ex for _, ex in events], truth)
-                tally.add_nodes(nodes, truth)
+                if nodes is not None:  # grep ranks no nodes
+                    tally.add_nodes(nodes, truth)
                 if stage is not None:
                     tally.stage_cases += 1
                     tally.stage_abstained += int(stage == "unknown")

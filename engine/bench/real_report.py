@@ -2,7 +2,8 @@
 
 L4 beside grep over raw lines (file order, time order) and Error_time, all on the same cases:
 root cause first, among the first 3 events, stage (abstained = `unknown`, never right), events
-P/R/F1; then L4 per fault kind and per source, with the baselines' root-first figures.
+P/R/F1, faulty node top-1/top-3 (hardware cases naming faulty nodes); then L4 per fault kind and per
+source, with the baselines' root-first figures.
 """
 from __future__ import annotations
 
@@ -32,13 +33,15 @@ def _overall_rows(res: EvalResult, label: str = "") -> list[str]:
         rows.append(
             f"{lead}| {name} | {t.cases} | {_f(t.rate(t.root_first, t.root_cases))} | "
             f"{_f(t.rate(t.root_top, t.root_cases))} | {stage} | {abstained} | {t.precision:.2f} | "
-            f"{t.recall:.2f} | {t.f1:.2f} | {t.seconds / max(1, t.cases):.3f} |"
+            f"{t.recall:.2f} | {t.f1:.2f} | {_f(t.top_rate(1))} | {_f(t.top_rate(3))} | "
+            f"{t.seconds / max(1, t.cases):.3f} |"
         )
     return rows
 
 
 _OVERALL_HEAD = (f"| method | cases | root first | root top-{ROOT_TOP} | stage acc | abstained | events P "
-                 "| events R | events F1 | s/case |")
+                 "| events R | events F1 | node top-1 | node top-3 | s/case |")
+_OVERALL_COLS = 12
 
 
 def _grouped(title: str, groups: dict[str, dict[str, Tally]], res: EvalResult) -> list[str]:
@@ -63,7 +66,7 @@ def _grouped(title: str, groups: dict[str, dict[str, Tally]], res: EvalResult) -
 
 
 def format_real_report(res: EvalResult) -> str:
-    out = [f"#### L4 and the baselines ({res.split})", "", _OVERALL_HEAD, "|" + "---|" * 10]
+    out = [f"#### L4 and the baselines ({res.split})", "", _OVERALL_HEAD, "|" + "---|" * _OVERALL_COLS]
     out += _overall_rows(res)
     out += [""] + _grouped("fault kind", res.per_kind, res)
     out += [""] + _grouped("source", res.per_source, res)
@@ -72,7 +75,8 @@ def format_real_report(res: EvalResult) -> str:
 
 def format_real_splits(results: dict[str, EvalResult]) -> str:
     """The overall table of several splits side by side (first given first), then each in detail."""
-    out = ["#### L4 and the baselines by split", "", "| split " + _OVERALL_HEAD, "|" + "---|" * 11]
+    head = "| split " + _OVERALL_HEAD
+    out = ["#### L4 and the baselines by split", "", head, "|" + "---|" * (_OVERALL_COLS + 1)]
     for split, res in results.items():
         out += _overall_rows(res, split)
     for res in results.values():

@@ -63,6 +63,7 @@ def test_real_corpus_scores_root_cause_for_l4_and_baselines():
     grep_file, grep_time = res.overall["grep-file"], res.overall["grep-time"]
     assert (grep_file.root_cases, grep_file.root_first, grep_file.root_top) == (1, 0, 1)
     assert (grep_time.root_first, grep_time.root_top) == (1, 1)
+    assert grep_file.node_cases == 0 and res.overall["L4"].node_cases == 1  # grep ranks no nodes
     l4 = res.overall["L4"]
     assert l4.root_cases == 1 and l4.stage_cases == 1 and 0 <= l4.stage_abstained <= 1
     assert res.overall["error-time"].root_cases == 1 and res.overall["error-time"].stage_cases == 0
