@@ -230,7 +230,7 @@ def log_stage(window: Window) -> str | None:
     for _, msg in segments:
         key = msg.translate(_DIGITS)
         if severity(msg, None) >= MARKER_MAX_SEVERITY and key not in progress:
-            hint = stage_of_template(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
+            hint = _head_stage(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
             if hint is None:
                 continue
         else:
@@ -248,10 +248,19 @@ def log_stage(window: Window) -> str | None:
             stage = hint
         elif hint is not None and not (hint == "init" and stage not in (None, "init")):
             stage = hint
-    head_hint = stage_of_template(head) if head else None
+    head_hint = _head_stage(head) if head else None
     if head_hint is not None and head_hint != "init":
         return head_hint
     return stage
+
+
+def _head_stage(text: str) -> str | None:
+    """The stage a line names at its very start (what it was doing when an error was glued to it)."""
+    for stage, rx in _rules():
+        m = rx.search(text)
+        if m is not None and m.start() <= 2:
+            return stage
+    return None
 
 
 def _progress(segments: list[tuple[int, str]]) -> set[str]:
