@@ -17,7 +17,7 @@ from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, 
 from engine.severity import severity
 
 MAX_EVENTS = 10
-MAX_ECHOES = 5
+MAX_ECHOES = 8
 MIN_SCORE = 0.35  # events below this are not worth an engineer's time
 RELATIVE = 0.5  # and neither are those far below the best one
 CASCADE_FACTOR = 0.55
