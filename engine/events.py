@@ -37,7 +37,6 @@ class ScoredEvent:
     cascade: bool
     role: str | None = None
     evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
-    quotes: int | None = None  # the event whose message this wrapper repeats
 
 
 def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
@@ -99,7 +98,7 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
             damp = 1.0
         score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
         out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role,
-                               tuple(roles.evidence.get(i, ())), roles.quotes.get(i)))
+                               tuple(roles.evidence.get(i, ()))))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out
 
@@ -115,10 +114,7 @@ def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:
     if not any(e.role in (None, REPORT) and e.severity >= ROOT_SEVERITY for e in kept):
         return kept  # no root cause in sight: the echoes are the evidence
     out, echoes = [], 0
-    shown = {e.id for e in kept}
     for e in kept:
-        if e.quotes in shown:
-            continue  # it repeats the message of an event that is shown
         if e.role not in (None, REPORT):
             echoes += 1
             if echoes > MAX_ECHOES:

@@ -44,7 +44,6 @@ class Roles:
     evidence: dict[int, list[str]] = field(default_factory=dict)  # raw lines to show first
     killed_nodes: set[str] = field(default_factory=set)  # nodes of ranks killed first (launcher blocks)
     blocks: int = 0  # launcher blocks of first observed failures read
-    quotes: dict[int, int] = field(default_factory=dict)  # wrapper -> the event whose message it repeats
 
 
 @lru_cache(maxsize=1)
@@ -167,4 +166,3 @@ def _quoting(parsed: ParsedJob, candidates: list[int], severity: dict[int, float
             if ta and tb and tb < ta:  # a wrapper does not come before what it wraps
                 continue
             out.role[b] = WRAPPER
-            out.quotes[b] = a

@@ -40,6 +40,7 @@ SIBLINGS = 2  # other files of the failing rank's folder read when its own shows
 HEAD_CHARS = 60  # a stage hint this near the start of a line is what the line says it was doing
 _FRAME = re.compile(r'^File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)')
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
+_CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _DIGITS = str.maketrans("0123456789", "0000000000")
 
@@ -89,6 +90,7 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
     markers = {
         i: s for i, t in enumerate(parsed.templates)
         if (s := stage_of_template(t.template)) and severity(t.template, t.level) < MARKER_MAX_SEVERITY
+        and not _CODE.search(t.template)
     }
     by_time = _stage_by_time(parsed, eid, markers) if trust_time else None
     if by_time is not None:
