@@ -114,8 +114,7 @@ def write_case(out: Path, plan: RunPlan, res: RunResult, split: str, history: li
         (case / "history" / f"h{n}").symlink_to(os.path.relpath(h, case / "history"))
     (case / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n")
     return {"case_id": plan.name, "path": plan.name, "kind": plan.kind, "style": plan.style,
-            "category": truth["category"], "split": split, "source": truth["source"],
-            "root_lines": len(truth["root_lines"]), "seconds": round(res.seconds, 1)}
+            "category": truth["category"], "split": split, "source": truth["source"]}
 
 
 def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None = None, *, per_kind: int = 2,
@@ -165,7 +164,7 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
         index[plan.name] = row
         index_path.write_text(json.dumps(sorted(index.values(), key=lambda r: r["case_id"]), indent=1) + "\n")
         shutil.rmtree(scratch / plan.name, ignore_errors=True)
-        say(f"{plan.name}: {row['root_lines']} root lines, {res.seconds:.0f} s ({row['split']})")
+        say(f"{plan.name}: {res.seconds:.0f} s ({row['split']})")
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     say(f"generated {len(index)} cases in {out} in {time.monotonic() - t_all:.0f} s "
         f"(CPU of the runs: {cpu.ru_utime + cpu.ru_stime:.0f} s)")
