@@ -5,6 +5,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from engine.clock import clock_notes, settle_years
 from engine.events import score_events, select_events
 from engine.executors import Executor
 from engine.filter import NormalPool, candidate_events, normal_pool
@@ -25,10 +26,12 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     caller that needs it too; then `history` and `normal` are not read for filtering.
     `hang_evidence`: read the job folder's flight-recorder and stack dumps (`engine.hang`)."""
     started = time.perf_counter()
+    settle_years(parsed)
+    clock = clock_notes(parsed)
     candidates = candidate_events(parsed, pool if pool is not None else normal_pool(history, normal))
     scored = score_events(parsed, candidates)
     selected = select_events(scored)
-    events = [_event(parsed, e.id, e.score) for e in selected]
+    events = [_event(parsed, e.id, e.score, e.evidence) for e in selected]
     node_scores: dict[str, float] = {}
     nodes = rank_nodes(parsed, candidates, scored, selected, top_k=top_nodes, all_scores=node_scores)
     hang = collect_hang(parsed) if hang_evidence else None
@@ -37,12 +40,12 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     weight = {e.id: e.score for e in scored}
     series: list[IterationSeries] = []
     iterations = anomalous_iterations(parsed, weight, series=series)
-    stage = failure_stage(parsed, [e.id for e in selected])
+    stage = failure_stage(parsed, [e.id for e in selected], trust_time=not clock)
     stats = parsed.stats
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
     detail = _detail(parsed, node_scores, [e.id for e in selected], series, iterations)
     return Diagnosis(job_id=parsed.job_id, status="analyzed", stage=stage, events=events, nodes=nodes,
-                     iterations=iterations, stats=stats, detail=detail, hang=hang)
+                     iterations=iterations, stats=stats, detail=detail, hang=hang, clock=clock)
 
 
 HEATMAP_NODES = 12
@@ -77,11 +80,17 @@ def _detail(parsed: ParsedJob, node_scores: dict[str, float], selected: list[int
                           heatmap_counts=counts, iteration_series=kept)
 
 
-def _event(parsed: ParsedJob, eid: int, score: float) -> Event:
+def _event(parsed: ParsedJob, eid: int, score: float, evidence: Sequence[str] = ()) -> Event:
     t = parsed.templates[eid]
+    examples = list(dict.fromkeys([*evidence, *t.examples]))[:3]  # the lines that matter first
     return Event(template=t.template, score=score, count=t.count, level=t.level,
-                 nodes=sorted(t.nodes, key=lambda n: (-t.nodes[n], n)), first_seen=t.first_seen,
-                 examples=list(t.examples[:3]))
+                 nodes=sorted(t.nodes, key=lambda n: (-t.nodes[n], n)), first_seen=shown_ts(t.first_seen),
+                 examples=examples)
+
+
+def shown_ts(ts: str | None) -> str | None:
+    """An engine timestamp as shown: whole seconds lose their zero fraction (`…:31Z`, not `…:31.000000Z`)."""
+    return ts.replace(".000000Z", "Z") if ts else ts
 
 
 def diagnose(job: JobSpec | Path | str, history: Sequence[JobSpec | Path | str] = (), *,

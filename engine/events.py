@@ -1,8 +1,10 @@
-"""Ranking of candidate events: what an engineer should read first.
+"""Ranking of candidate events: what an engineer should read first, the root cause before its echoes.
 
 An event's score combines how alarming its text is (severity lexicon and level), how specific it is
 to a few nodes (a root cause sits on the faulty node; a cascade is everywhere), and how rare it is.
-Known cascade events are damped so that one ECC error outranks 120 watchdog timeouts.
+Then the event's *role* (`engine.roles`): consequences of a failure (the launcher's summaries, the
+watchdog cascade on healthy ranks), wrappers (a generic error that quotes or points to another),
+and traceback context rank below the line that started it, as long as such a line is in sight.
 """
 
 from __future__ import annotations
@@ -11,14 +13,20 @@ import math
 from dataclasses import dataclass
 
 from engine.model import ParsedJob
-from engine.severity import is_cascade, severity
+from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, event_roles
+from engine.severity import severity
 
 MAX_EVENTS = 10
+MAX_ECHOES = 8
 MIN_SCORE = 0.35  # events below this are not worth an engineer's time
 RELATIVE = 0.5  # and neither are those far below the best one
 CASCADE_FACTOR = 0.55
-ROOT_SEVERITY = 0.8
+ROOT_SEVERITY = 0.6  # a non-consequence event at least this severe is a root cause in sight
 TRUNCATED_SEVERITY = 0.8
+FACTORS = {CONSEQUENCE: 0.45, REPORT: 0.5, WRAPPER: 0.75, CONTEXT: 0.3}  # when a root cause is in sight
+ALONE = {CONSEQUENCE: 0.6, REPORT: 1.0, WRAPPER: 0.9, CONTEXT: 0.5}  # when none is
+REPORT_SEVERITY = 0.85  # the launcher's report of a dead rank is evidence when nothing else is
+CONSEQUENCE_SEVERITY = 0.6  # a summary's alarming words ("SIGTERM", "FAILED") say nothing new
 
 
 @dataclass(frozen=True)
@@ -27,41 +35,89 @@ class ScoredEvent:
     score: float
     severity: float
     cascade: bool
+    role: str | None = None
+    evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
 
 
 def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
     """Every candidate scored, best first."""
     n_nodes = max(1, len(parsed.node_counts))
-    rows = []
     files = max(1, len(parsed.file_nodes))
     # a cut-off last line means a crash only when few files have one (some writers never end lines)
     cut_tails = parsed.truncated_tails if sum(parsed.truncated_tails.values()) <= files / 4 else {}
+    sev_of: dict[int, float] = {}
+    spec_of: dict[int, float] = {}
     for i in candidates:
         t = parsed.templates[i]
         k = max(1, len(t.nodes))
-        spec = 1.0 if n_nodes == 1 else 1.0 - (k - 1) / (n_nodes - 1)
+        spec_of[i] = 1.0 if n_nodes == 1 else 1.0 - (k - 1) / (n_nodes - 1)
         sev = severity(t.template, t.level)
         if cut_tails.get(i):  # the last words of a rank that died mid-line
             sev = max(sev, TRUNCATED_SEVERITY)
-        rows.append((i, sev, spec, is_cascade(t.template)))
-    # Cascades are damped only when a root cause is in sight: a severe, non-cascade event on few
-    # nodes. With none (a silent hang), the timeouts are the best evidence there is.
-    has_root = any(sev >= ROOT_SEVERITY and not cascade and spec >= 0.5 for _, sev, spec, cascade in rows)
+        sev_of[i] = sev
+    roles: Roles = event_roles(parsed, candidates, sev_of)
+    for i, inherited in roles.inherited.items():
+        sev_of[i] = max(sev_of[i], inherited)
+    for i in candidates:
+        if roles.role.get(i) == CONSEQUENCE:
+            sev_of[i] = min(sev_of[i], CONSEQUENCE_SEVERITY)
+    # Echoes are damped only when a root cause is in sight: a severe event that is no echo, on few
+    # nodes. With none (a silent hang, a killed rank), the timeouts and the launcher's report are the
+    # best evidence there is.
+    roots = [i for i in candidates
+             if sev_of[i] >= ROOT_SEVERITY and i not in roles.role and spec_of[i] >= 0.5]
+    has_root = bool(roots)
+    # a rank killed first (the launcher's block says so) is the origin: the others' errors echo it,
+    # and its report is the evidence unless the killed rank's node logged a cause of its own
+    killed = bool(roles.killed_nodes)
+    if killed:
+        has_root = any(roles.killed_nodes & parsed.templates[i].nodes.keys() for i in roots)
+    if roles.blocks and not killed:  # the launcher saw every rank fail on its own: its reports add nothing
+        for i in candidates:
+            if roles.role.get(i) == REPORT:
+                roles.role[i] = CONSEQUENCE
+                sev_of[i] = min(sev_of[i], CONSEQUENCE_SEVERITY)
+    elif not has_root:
+        for i in candidates:
+            if roles.role.get(i) == REPORT:
+                sev_of[i] = max(sev_of[i], REPORT_SEVERITY)
     out = []
-    for i, sev, spec, cascade in rows:
+    for i in candidates:
         t = parsed.templates[i]
+        sev, spec, role = sev_of[i], spec_of[i], roles.role.get(i)
         rarity = 1.0 / (1.0 + math.log10(max(1, t.count)))
-        damp = CASCADE_FACTOR + (1 - CASCADE_FACTOR) * spec if cascade and has_root else 1.0
+        if role == CASCADE and killed:
+            damp = CASCADE_FACTOR
+        elif role == CASCADE:
+            damp = CASCADE_FACTOR + (1 - CASCADE_FACTOR) * spec if has_root else 1.0
+        elif role in FACTORS:
+            damp = FACTORS[role] if has_root or (killed and role != REPORT) else ALONE[role]
+        elif killed and not has_root and not roles.killed_nodes & t.nodes.keys():
+            damp = CASCADE_FACTOR  # an error elsewhere after the kill: a consequence of it
+        else:
+            damp = 1.0
         score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
-        out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, cascade))
+        out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role,
+                               tuple(roles.evidence.get(i, ()))))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out
 
 
 def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:
-    """The events worth reading: above the floor, near the best, at most MAX_EVENTS."""
+    """The events worth reading: above the floor, near the best, at most MAX_EVENTS, and at most
+    MAX_ECHOES echoes (cascades, summaries, wrappers, context) below a possible root cause."""
     if not scored:
         return []
     top = scored[0].score
     floor = max(MIN_SCORE, RELATIVE * top)
-    return [e for e in scored if e.score >= floor][:MAX_EVENTS]
+    kept = [e for e in scored if e.score >= floor][:MAX_EVENTS]
+    if not any(e.role in (None, REPORT) and e.severity >= ROOT_SEVERITY for e in kept):
+        return kept  # no root cause in sight: the echoes are the evidence
+    out, echoes = [], 0
+    for e in kept:
+        if e.role not in (None, REPORT):
+            echoes += 1
+            if echoes > MAX_ECHOES:
+                continue
+        out.append(e)
+    return out

@@ -1,29 +1,48 @@
-"""Header extraction: timestamp, level and rank from the common shapes of training-log lines."""
+"""Header extraction: timestamp, level and rank from the common shapes of training-log lines.
+
+Launcher prefixes (torchrun's `[rank3]:`, mpirun's `[1,0]<stderr>:`, `srun -l`'s `0: `, pdsh's
+`host: `) are stripped before or after a timestamp, and give the rank. Every timestamp is made
+timezone-aware and returned in UTC as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (fixed width, so the strings
+sort in time order): an offset in the line is honoured; a naive stamp is read in the zone named by
+`L4_LOG_TZ` (default UTC); a stamp without a year (glog, syslog) takes the `year` given (the job's
+year is settled afterwards from its other stamps, see `engine.clock`).
+"""
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from engine.rules import load
 
 _MONTHS = {m: i for i, m in enumerate(
     ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], start=1)}
+TZ_ENV = "L4_LOG_TZ"
+MAX_PREFIXES = 6
 
 
 @dataclass(frozen=True)
 class Header:
-    ts: str | None  # ISO-8601 (UTC assumed), seconds resolution or finer
+    ts: str | None  # ISO-8601 in UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ`
     level: str | None  # DEBUG | INFO | WARN | ERROR | FATAL
     rank: int | None
     message: str
 
 
+@dataclass(frozen=True)
+class _Prefix:
+    rx: re.Pattern[str]
+    first: bool  # only at the start of the line or right after a timestamp
+
+
 @lru_cache(maxsize=1)
-def _rules() -> tuple[list[re.Pattern[str]], dict[str, str], list[tuple[str, re.Pattern[str]]]]:
+def _rules() -> tuple[list[_Prefix], dict[str, str], list[tuple[str, re.Pattern[str]]]]:
     data = load("headers")
-    prefixes = [re.compile(p["regex"]) for p in data["prefixes"]]
+    prefixes = [_Prefix(re.compile(p["regex"]), bool(p.get("first"))) for p in data["prefixes"]]
     levels = {str(k): str(v) for k, v in data["levels"].items()}
     msg_levels = [(m["level"], re.compile(m["regex"])) for m in data["message_levels"]]
     return prefixes, levels, msg_levels
@@ -34,29 +53,79 @@ def _norm_level(raw: str, levels: dict[str, str]) -> str:
     return levels.get(raw, levels.get(up, up))
 
 
-def _iso(g: dict[str, str | None], year: int) -> str | None:
-    time = g.get("time")
-    if not time:
+@lru_cache(maxsize=64)
+def _zone(name: str) -> timezone | ZoneInfo:
+    if not name or name.upper() in ("UTC", "Z", "GMT"):
+        return UTC
+    m = re.fullmatch(r"([+-])(\d\d):?(\d\d)", name)
+    if m:
+        delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+        return timezone(delta if m.group(1) == "+" else -delta)
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC  # an unknown zone name is not worth stopping an analysis for
+
+
+def naive_zone() -> timezone | ZoneInfo:
+    """The zone naive timestamps are read in: `L4_LOG_TZ` (an IANA name or `+08:00`), default UTC."""
+    return _zone(os.environ.get(TZ_ENV, "").strip())
+
+
+def _offset(tz: str) -> timezone | None:
+    if tz in ("Z", "z", "UTC"):
+        return UTC
+    m = re.fullmatch(r"([+-])(\d\d):?(\d\d)", tz)
+    if not m:
         return None
-    time = time.replace(",", ".")
-    if g.get("date"):
-        return f"{g['date']}T{time}"
-    if g.get("gmon"):
-        return f"{year:04d}-{g['gmon']}-{g['gday']}T{time}"
-    if g.get("mon") in _MONTHS:
-        return f"{year:04d}-{_MONTHS[g['mon']]:02d}-{int(g['day'] or 1):02d}T{time}"
-    return None  # a time of day alone does not order lines across days
+    delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+    return timezone(delta if m.group(1) == "+" else -delta)
+
+
+def utc_iso(dt: datetime) -> str:
+    """`dt` (aware) as the engine's fixed-width UTC ISO string."""
+    u = dt.astimezone(UTC)
+    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}"
+            f".{u.microsecond:06d}Z")
+
+
+def _iso(g: dict[str, str | None], year: int) -> str | None:
+    clock = g.get("time")
+    if not clock:
+        return None
+    try:
+        if g.get("date"):
+            y, mo, d = (int(x) for x in g["date"].split("-"))  # type: ignore[union-attr]
+        elif g.get("gmon"):
+            y, mo, d = year, int(g["gmon"]), int(g["gday"] or 1)  # type: ignore[arg-type]
+        elif g.get("mon") in _MONTHS:
+            y, mo, d = int(g.get("year") or year), _MONTHS[g["mon"]], int(g.get("day") or 1)  # type: ignore[index]
+        else:
+            return None  # a time of day alone does not order lines across days
+        hh, mm, rest = clock.replace(",", ".").split(":", 2)
+        sec, _, frac = rest.partition(".")
+        us = int((frac + "000000")[:6]) if frac.isdigit() else 0
+        tz = _offset(g["tz"]) if g.get("tz") else None
+        dt = datetime(y, mo, d, int(hh), int(mm), min(int(sec), 59), us, tzinfo=tz or naive_zone())
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return utc_iso(dt)
 
 
 def _prefix_matches(text: str) -> Iterator[tuple[re.Match[str], int]]:
-    """The known header prefixes at the start of `text`, one after another (at most 6): each match
-    with the offset in `text` of the string it was matched against."""
+    """The known header prefixes at the start of `text`, one after another (at most MAX_PREFIXES):
+    each match with the offset in `text` of the string it was matched against. A prefix marked
+    `first` (a bare rank number, a host name) is tried only at the start of the line or right
+    after a timestamp, where launchers put it."""
     prefixes = _rules()[0]
     base = 0
-    for _ in range(6):
+    after_ts = True
+    for _ in range(MAX_PREFIXES):
         rest = text[base:]
-        for rx in prefixes:
-            m = rx.match(rest)
+        for p in prefixes:
+            if p.first and not after_ts:
+                continue
+            m = p.rx.match(rest)
             if m is not None:
                 break
         else:
@@ -64,7 +133,12 @@ def _prefix_matches(text: str) -> Iterator[tuple[re.Match[str], int]]:
         yield m, base
         if m.end() == 0:
             return
+        after_ts = m.groupdict().get("time") is not None
         base += m.end()
+
+
+def _has_ts_groups(g: dict[str, str | None]) -> bool:
+    return bool(g.get("time")) and bool(g.get("date") or g.get("gmon") or g.get("mon") in _MONTHS)
 
 
 def parse_header(line: str, year: int = 1970) -> Header:
@@ -73,6 +147,7 @@ def parse_header(line: str, year: int = 1970) -> Header:
     ts: str | None = None
     level: str | None = None
     rank: int | None = None
+    timed = False
     end = 0
     for m, base in _prefix_matches(line):
         g = m.groupdict()
@@ -80,8 +155,8 @@ def parse_header(line: str, year: int = 1970) -> Header:
             rank = int(g["rank"])
         if g.get("level") and level is None:
             level = _norm_level(g["level"], levels)
-        if ts is None:
-            ts = _iso(g, year)
+        if not timed and _has_ts_groups(g):  # the first timestamp is the line's (as in `_ts_layout`)
+            ts, timed = _iso(g, year), True
         end = base + m.end()
     message = line[end:].strip()
     if level is None or level == "INFO":
@@ -93,7 +168,7 @@ def parse_header(line: str, year: int = 1970) -> Header:
 
 
 _ZERO_DIGITS = str.maketrans("0123456789", "0000000000")
-_TS_GROUPS = ("date", "time", "gmon", "gday", "mon", "day")
+_TS_GROUPS = ("date", "time", "gmon", "gday", "mon", "day", "year", "tz")
 Layout = tuple[tuple[str, int, int], ...]  # (timestamp group, start, end) in the line
 
 
@@ -102,10 +177,11 @@ def _ts_layout(key: str) -> Layout | None:
     """Where `parse_header` finds the timestamp in lines shaped like `key` (digits as "0"), if it does.
 
     Prefix regexes treat every digit alike, so all lines with one pre-key match the same prefixes at
-    the same offsets: the header is parsed once per pre-key, and each line's timestamp is sliced out."""
+    the same offsets: the header is parsed once per pre-key, and each line's timestamp is sliced out.
+    A zero date of the key is not a real date, so a layout is taken when its groups are there."""
     for m, base in _prefix_matches(key):
         g = m.groupdict()
-        if _iso(g, 1970) is not None:
+        if _has_ts_groups(g):
             return tuple((name, base + m.start(name), base + m.end(name))
                          for name in _TS_GROUPS if g.get(name) is not None)
     return None
@@ -119,3 +195,11 @@ def timestamp(line: str, year: int = 1970, key: str | None = None) -> str | None
     g: dict[str, str | None] = {name: line[a:b] for name, a, b in layout}
     return _iso(g, year)
 
+
+def has_year(line: str) -> bool | None:
+    """Whether the timestamp of `line` carries its year (None: the line has no timestamp)."""
+    layout = _ts_layout(line.translate(_ZERO_DIGITS))
+    if layout is None:
+        return None
+    names = {name for name, _, _ in layout}
+    return "date" in names or "year" in names

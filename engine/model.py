@@ -68,6 +68,17 @@ class IterationFinding:
 
 
 @dataclass
+class ClockNote:
+    """A clock the timeline should not be trusted on: a node's steady offset from the others
+    ("skew", seconds > 0: ahead) or a step back within its rank files ("backwards", seconds < 0)."""
+
+    kind: str  # "skew" | "backwards"
+    node: str
+    seconds: float
+    note: str = ""
+
+
+@dataclass
 class Stats:
     files: int = 0
     lines: int = 0
@@ -161,6 +172,7 @@ class Diagnosis:
     hang: HangFinding | None = None
     # the job_id job.json states when it differs from the job asked for: shown, never an identity
     job_label: str | None = None
+    clock: list[ClockNote] = field(default_factory=list)  # skewed / backwards clocks (optional in JSON)
 
     def to_dict(self, *, detail: bool = False) -> dict:
         """The l4.diagnosis/v1 JSON; with `detail`, also the plot data under "detail"."""
@@ -168,6 +180,8 @@ class Diagnosis:
         for optional in ("report", "job_label", "hang"):
             if d.get(optional) is None:
                 d.pop(optional, None)
+        if not d.get("clock"):
+            d.pop("clock", None)
         if not detail or d.get("detail") is None:
             d.pop("detail", None)
         return {"schema": SCHEMA, **d}
@@ -221,6 +235,7 @@ def diagnosis_from_dict(d: dict) -> Diagnosis:
         job_label=str(d["job_label"]) if d.get("job_label") else None,
         detail=AnalysisDetail.from_dict(d["detail"]) if isinstance(d.get("detail"), dict) else None,
         hang=_hang_from_dict(d["hang"]) if isinstance(d.get("hang"), dict) else None,
+        clock=[ClockNote(**pick(ClockNote, c)) for c in d.get("clock") or [] if isinstance(c, dict)],
     )
 
 

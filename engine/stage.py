@@ -1,16 +1,48 @@
-"""Stage attribution: in which stage (init … teardown) did the failure show? Rules: data/stages.yaml."""
+"""Stage attribution: in which stage (init … teardown) did the failure show?
+
+Read where the failing rank failed: the rank file in which the first event (the root cause) first
+appears, at the line where it does (`engine.window`). In order:
+
+1. the frames of the traceback that ends at (or follows) that line, innermost first, against the
+   frame hints of data/stages.yaml (`save_checkpoint` → checkpointing, `__next__` → data_loading);
+2. what the rank logged before it: progress found in the data itself (a line that recurs with an
+   increasing number: "iter N", tqdm bars, `{'loss': …, 'epoch': …}`, whatever its wording; it is in
+   the stage its text names, else in training), checkpoint windows that open at a save and close
+   at its end or when progress resumes, and the stage hints of data/stages.yaml;
+3. the other ranks: the stage markers seen last before the event by timestamps (when the clocks
+   can be trusted), else the rank file with the most stage markers (in Megatron-LM only one rank
+   logs iterations).
+
+When nothing supports a stage the answer is `unknown`; a failure on one of the first lines of its
+file, with nothing before it, is in `init`.
+"""
 
 from __future__ import annotations
 
+import os
 import re
+from collections import defaultdict
 from functools import lru_cache
 
+from engine.headers import parse_header
 from engine.model import ParsedJob
 from engine.rules import load
 from engine.severity import severity
+from engine.window import Window, read_window
 
 UNKNOWN = "unknown"
 MARKER_MAX_SEVERITY = 0.6  # an error line is not progress, whatever words it shares with a stage
+PROGRESS_MIN = 3  # occurrences of a line shape with a rising number that make it progress
+INIT_LINES = 3  # a failure with at most this many lines before it, and no marker, is in init
+TRACEBACK_REACH = 400  # lines searched back from the failure for its traceback's start
+MESSAGE_LINES = 6  # lines an exception's message may take between its traceback and the failure line
+SIBLINGS = 2  # other files of the failing rank's folder read when its own shows no stage
+HEAD_CHARS = 60  # a stage hint this near the start of a line is what the line says it was doing
+_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)')
+_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
+_CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_DIGITS = str.maketrans("0123456789", "0000000000")
 
 
 @lru_cache(maxsize=1)
@@ -19,72 +51,260 @@ def _rules() -> list[tuple[str, re.Pattern[str]]]:
     return [(stage, re.compile(rx)) for stage in data["order"] for rx in data["stages"].get(stage, [])]
 
 
+_Rx = re.Pattern[str] | None
+
+
+@lru_cache(maxsize=1)
+def _frame_rules() -> list[tuple[str, _Rx, _Rx, _Rx]]:
+    def rx(r: dict, part: str, whole: bool = False) -> re.Pattern[str] | None:
+        return re.compile(f"(?:{r[part]})$" if whole else r[part]) if r.get(part) else None
+
+    return [(r["stage"], rx(r, "func", True), rx(r, "file"), rx(r, "code")) for r in load("stages")["frames"]]
+
+
+@lru_cache(maxsize=1)
+def _closed() -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{rx})" for rx in load("stages")["checkpoint_closed"]))
+
+
 def stage_of_template(template: str) -> str | None:
-    """The stage a template marks, if it is a stage marker."""
+    """The stage a template (or a line's message) marks, if it is a stage marker."""
     for stage, rx in _rules():
         if rx.search(template):
             return stage
     return None
 
 
-def failure_stage(parsed: ParsedJob, event_ids: list[int]) -> str:
-    """The stage in force where the first of `event_ids` (most indicative first) first appears.
-
-    Looks in the first rank file that holds both the event and stage markers; an event that comes
-    before every marker of its file is in `init`. Ranks that print no progress of their own (in
-    Megatron-LM only one rank logs iterations) defer to the rank file with the most stage markers,
-    read up to the event (or to its end when the event is not in it); the rank that logs
-    iterations is preferred.
-    """
+def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True) -> str:
+    """The stage in force where the first of `event_ids` (most indicative first) first appears."""
+    if not event_ids:
+        return UNKNOWN
+    eid = event_ids[0]
+    where = _failing_file(parsed, eid)
+    if where is not None:
+        window = read_window(*where)
+        if window is not None:
+            local = frames_stage(window) or log_stage(window) or _sibling_stage(parsed, where[0])
+            if local is not None:
+                return local
     markers = {
         i: s for i, t in enumerate(parsed.templates)
         if (s := stage_of_template(t.template)) and severity(t.template, t.level) < MARKER_MAX_SEVERITY
+        and not _CODE.search(t.template)
     }
-    if not event_ids:
-        return UNKNOWN
-    by_time = _stage_by_time(parsed, event_ids[0], markers)
+    by_time = _stage_by_time(parsed, eid, markers) if trust_time else None
     if by_time is not None:
         return by_time
     main = max(parsed.positions.items(), default=None,
                key=lambda kv: (len(parsed.iterations.get(kv[0], ())), sum(1 for m in markers if m in kv[1]),
                                parsed.file_lines.get(kv[0], 0)))
-    for eid in event_ids:
-        for pos in parsed.positions.values():
-            if eid not in pos:
-                continue
-            local = _stage_before(pos, pos[eid][0], markers, eid) if any(m in pos for m in markers) else None
-            if local not in (None, "init") or main is None:
-                return local or "init"
-            main_path, main_pos = main
-            at = main_pos[eid][0] if eid in main_pos else parsed.file_lines.get(main_path, 0) + 1
-            return _stage_before(main_pos, at, markers, eid)
+    if main is not None and any(m in main[1] for m in markers):
+        main_path, main_pos = main
+        at = main_pos[eid][0] if eid in main_pos else parsed.file_lines.get(main_path, 0) + 1
+        found = _stage_before(main_pos, at, markers, eid)
+        if found is not None:
+            return found
+    hinted = failure_hint(parsed.templates[eid].template)
+    if hinted is not None:
+        return hinted
+    if where is not None and where[1] <= INIT_LINES:
+        return "init"
     return UNKNOWN
+
+
+@lru_cache(maxsize=1)
+def _failure_hints() -> list[tuple[str, re.Pattern[str]]]:
+    return [(h["stage"], re.compile(h["regex"])) for h in load("stages").get("failure_hints", [])]
+
+
+def failure_hint(template: str) -> str | None:
+    """The stage an error of this kind typically shows in, for logs that show none of their own."""
+    for stage, rx in _failure_hints():
+        if rx.search(template):
+            return stage
+    return None
+
+
+def _sibling_stage(parsed: ParsedJob, path: str) -> str | None:
+    """What the other files of the failing rank's folder (its stdout beside its stderr) show by
+    their end, the one with the most lines first."""
+    folder = os.path.dirname(path)
+    siblings = sorted((p for p in parsed.positions if p != path and os.path.dirname(p) == folder),
+                      key=lambda p: -parsed.file_lines.get(p, 0))
+    for p in siblings[:SIBLINGS]:
+        window = read_window(p, parsed.file_lines.get(p, 0))
+        found = log_stage(window) if window is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+def _failing_file(parsed: ParsedJob, eid: int) -> tuple[str, int] | None:
+    """(rank file, line number) where event `eid` shows first: on the node that logged it first
+    (by timestamps), at its first line there."""
+    best: tuple[str, int, str] | None = None
+    for path, pos in parsed.positions.items():
+        if eid not in pos:
+            continue
+        node = parsed.file_nodes.get(path, "")
+        ts = parsed.node_first_seen.get(node, {}).get(eid) or "~"
+        key = (ts, pos[eid][0], path)
+        if best is None or key < best:
+            best = key
+    return (best[2], best[1]) if best else None
+
+
+def _message(line: str) -> str:
+    return parse_header(line).message
+
+
+Frame = tuple[str, str, str]  # (file, function, code line)
+
+
+def _frames(window: Window) -> list[Frame]:
+    """The frames (function and code line) of the traceback the failure line ends (pasted ones may
+    have lost their head), or else of the first one that starts after it; innermost first."""
+    msgs = [_message(x) for x in window.lines]
+    at = min(window.at, len(msgs) - 1)
+    if at < 0:
+        return []
+    frames = _frames_back(msgs, at)
+    if frames:
+        return frames
+    for i in range(at + 1, len(msgs)):  # the failure line comes before its traceback (NCCL WARN ...)
+        if _TRACEBACK.match(msgs[i]):
+            end = next((j for j in range(i + 1, len(msgs)) if not _traceback_line(msgs, j)), len(msgs))
+            return _frames_back(msgs, end)
+    return []
+
+
+def _traceback_line(msgs: list[str], i: int) -> bool:
+    """A frame line, the code line under one, or a caret marker line."""
+    m = msgs[i]
+    return bool(_FRAME.match(m)) or (i > 0 and bool(_FRAME.match(msgs[i - 1]))) or m.startswith(("^", "~"))
+
+
+def _frames_back(msgs: list[str], end: int) -> list[Frame]:
+    """The frames of the traceback block that ends just before line `end` (or before the exception
+    message lines that end there: "ncclInternalError: …", "Last error:", …), innermost first."""
+    frames: list[Frame] = []
+    i = end - 1
+    lead = 0
+    while i >= 0 and lead < MESSAGE_LINES and not _traceback_line(msgs, i):
+        i, lead = i - 1, lead + 1
+    if lead == MESSAGE_LINES or i < 0:
+        return []
+    while i >= 0 and i > end - TRACEBACK_REACH and _traceback_line(msgs, i):
+        m = _FRAME.match(msgs[i])
+        if m is not None:
+            code = msgs[i + 1] if i + 1 < end and not _FRAME.match(msgs[i + 1]) else ""
+            frames.append((m.group("file"), m.group("func"), code))
+        i -= 1
+    return frames
+
+
+def frames_stage(window: Window) -> str | None:
+    """The stage named by the innermost frame of the failing traceback that a frame hint knows
+    (the launcher's own frames are not the program's)."""
+    for file, func, code in _frames(window):
+        if "/distributed/elastic/" in file or file.endswith(("/distributed/run.py", "/launcher/api.py")):
+            continue
+        for stage, func_rx, file_rx, code_rx in _frame_rules():
+            if ((func_rx is None or func_rx.match(func)) and (file_rx is None or file_rx.search(file))
+                    and (code_rx is None or code_rx.search(code))):
+                return stage
+    return None
+
+
+def log_stage(window: Window) -> str | None:
+    """The stage the rank's own log shows before the failure line (None: it shows none)."""
+    segments: list[tuple[int, str]] = []
+    for k, line in enumerate(window.lines[: max(0, window.at)]):
+        for part in line.split("\r"):
+            msg = _message(part)
+            if msg:
+                segments.append((k, msg))
+    at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
+    head = _message(at.split("\r")[-1])[:HEAD_CHARS]  # the failure line may start with what it was doing
+    progress = _progress(segments)
+    stage: str | None = None
+    before_ckpt: str | None = None
+    for _, msg in segments:
+        key = msg.translate(_DIGITS)
+        if severity(msg, None) >= MARKER_MAX_SEVERITY and key not in progress:
+            hint = _head_stage(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
+            if hint is None:
+                continue
+        else:
+            hint = stage_of_template(msg)
+        closed = _closed().search(msg) is not None
+        if stage == "checkpointing" and (closed or key in progress and hint != "checkpointing"):
+            stage = before_ckpt or "training"  # the save finished, or progress resumed after it
+            if closed:
+                continue
+        if key in progress:
+            stage = hint if hint not in (None, "init", "checkpointing") else "training"
+        elif hint == "checkpointing" and not closed:
+            if stage != "checkpointing":
+                before_ckpt = stage
+            stage = hint
+        elif hint is not None and not (hint == "init" and stage not in (None, "init")):
+            stage = hint
+    head_hint = _head_stage(head) if head else None
+    if head_hint is not None and head_hint != "init":
+        return head_hint
+    return stage
+
+
+def _head_stage(text: str) -> str | None:
+    """The stage a line names at its very start (what it was doing when an error was glued to it)."""
+    for stage, rx in _rules():
+        m = rx.search(text)
+        if m is not None and m.start() <= 2:
+            return stage
+    return None
+
+
+def _progress(segments: list[tuple[int, str]]) -> set[str]:
+    """Line shapes (digits as "0") that recur with a rising number: progress, whatever the words."""
+    numbers: dict[str, list[list[float]]] = defaultdict(list)
+    for _, msg in segments:
+        key = msg.translate(_DIGITS)
+        if "0" in key:
+            numbers[key].append([float(x) for x in _NUMBER.findall(msg)])
+    out = set()
+    for key, rows in numbers.items():
+        if len(rows) < PROGRESS_MIN:
+            continue
+        width = min(len(r) for r in rows)
+        for j in range(width):
+            col = [r[j] for r in rows]
+            ups = sum(1 for a, b in zip(col, col[1:], strict=False) if b > a)
+            downs = sum(1 for a, b in zip(col, col[1:], strict=False) if b < a)
+            if ups >= PROGRESS_MIN - 1 and downs <= max(1, ups // 4):
+                out.add(key)
+                break
+    return out
 
 
 def _stage_by_time(parsed: ParsedJob, eid: int, markers: dict[int, str]) -> str | None:
     """The stage of the marker seen last before the event, by timestamps across all ranks; None when
-    the event or the markers carry no timestamps."""
+    the event or the markers carry no timestamps, or no marker comes before it."""
     t = parsed.templates[eid].first_seen
     if t is None:
         return None
     best: tuple[str, str] | None = None
-    timed = 0
     for mid, stage in markers.items():
         m = parsed.templates[mid]
-        if mid == eid or m.first_seen is None:
-            continue
-        timed += 1
-        if m.first_seen > t:
+        if mid == eid or m.first_seen is None or m.first_seen > t:
             continue
         at = min(m.last_seen or m.first_seen, t)
         if best is None or at > best[0]:
             best = (at, stage)
-    if timed == 0:
-        return None
-    return best[1] if best else "init"
+    return best[1] if best else None
 
 
-def _stage_before(pos: dict[int, tuple[int, int]], p: int, markers: dict[int, str], eid: int) -> str:
+def _stage_before(pos: dict[int, tuple[int, int]], p: int, markers: dict[int, str], eid: int) -> str | None:
     best: tuple[float, int, str] | None = None
     for mid, stage in markers.items():
         if mid == eid or mid not in pos:
@@ -96,4 +316,4 @@ def _stage_before(pos: dict[int, tuple[int, int]], p: int, markers: dict[int, st
         key = (at, 1 if stage == "training" else 0, stage)
         if best is None or key > best:
             best = key
-    return best[2] if best else "init"
+    return best[2] if best else None

@@ -5,12 +5,12 @@ from engine.headers import parse_header, timestamp
 CASES = [
     (
         "[rank3]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective",
-        "2026-12-06T18:44:12.715298746",
+        "2026-12-06T18:44:12.715298Z",
         "ERROR",
         3,
         "[Rank 3] Watchdog caught collective",
     ),
-    ("[default0]:2026-05-01 10:22:31,123 - INFO - hello", "2026-05-01T10:22:31.123", "INFO", 0, "hello"),
+    ("[default0]:2026-05-01 10:22:31,123 - INFO - hello", "2026-05-01T10:22:31.123000Z", "INFO", 0, "hello"),
     (
         "node17-2:36748:36748 [0] NCCL WARN NET/IB : Got completion with error 12",
         None,
@@ -20,7 +20,7 @@ CASES = [
     ),
     (
         "[ERROR] HCCL(123,python):2024-05-21-11:57:54.167.645 [hccl.cc:12] error cqe status",
-        "2024-05-21T11:57:54",
+        "2024-05-21T11:57:54.000000Z",
         "ERROR",
         None,
         "error cqe status",
@@ -28,7 +28,7 @@ CASES = [
     (
         "EI0002: [PID: 2969] 2025-10-11-15:09:34.713.335 "
         "The wait execution of the Notify register times out.",
-        "2025-10-11T15:09:34",
+        "2025-10-11T15:09:34.000000Z",
         "ERROR",
         None,
         "EI0002: [PID: 2969] 2025-10-11-15:09:34.713.335 "
@@ -43,7 +43,7 @@ CASES = [
     ),
     (
         "Nov 29 12:00:01 gpu7 kernel: NVRM: Xid (PCI:0000:06:00): 48, DBE",
-        "2026-11-29T12:00:01",
+        "2026-11-29T12:00:01.000000Z",
         "ERROR",
         None,
         "NVRM: Xid (PCI:0000:06:00): 48, DBE",
@@ -58,7 +58,7 @@ CASES = [
     ("INFO:torch.distributed.run:Using nproc_per_node=8", None, "INFO", None, "Using nproc_per_node=8"),
     (
         "[2024-09-11 17:52:18,030] [INFO] [logging.py:96:log_dist] [Rank 0] step=40",
-        "2024-09-11T17:52:18.030",
+        "2024-09-11T17:52:18.030000Z",
         "INFO",
         None,
         "[logging.py:96:log_dist] [Rank 0] step=40",
@@ -101,3 +101,78 @@ def test_timestamp_by_pre_key_layout_equals_the_header_parse(line):
         assert timestamp(line, year) == parse_header(line, year).ts
     shifted = line.translate(str.maketrans("0123456789", "9876543210"))  # same pre-key, other digits
     assert timestamp(shifted, 2026) == parse_header(shifted, 2026).ts
+
+
+LAUNCHER = [
+    ("[1,0]<stderr>:Traceback (most recent call last):",
+     None, "ERROR", 0, "Traceback (most recent call last):"),
+    ("[1,3]<stdout>:2026-05-01 10:22:31,123 - INFO - hello",
+     "2026-05-01T10:22:31.123000Z", "INFO", 3, "hello"),
+    ("0: RuntimeError: boom", None, "ERROR", 0, "RuntimeError: boom"),
+    (" 12: [E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] x",
+     "2026-12-06T18:44:12.715298Z", "ERROR", 12, "x"),
+    ("2026-05-01T10:22:31Z [rank3]: ValueError: bad",
+     "2026-05-01T10:22:31.000000Z", "ERROR", 3, "ValueError: bad"),
+    ("2026-05-01T10:22:31.5Z 7: step 3", "2026-05-01T10:22:31.500000Z", None, 7, "step 3"),
+    ("worker-1: [2024-09-11 17:52:18,030] [INFO] [Rank 0] step=40",
+     "2024-09-11T17:52:18.030000Z", "INFO", None,
+     "[Rank 0] step=40"),
+    ("10.0.0.3: RuntimeError: NCCL error", None, "ERROR", None, "RuntimeError: NCCL error"),
+    ("(RayTrainWorker pid=1234, ip=10.0.0.1) ValueError: x", None, "ERROR", None, "ValueError: x"),
+    ("[Tue Nov 29 12:00:01 2024] NVRM: Xid (PCI:0000:06:00): 79",
+     "2024-11-29T12:00:01.000000Z", "ERROR", None,
+     "NVRM: Xid (PCI:0000:06:00): 79"),
+]
+
+
+@pytest.mark.parametrize("line,ts,level,rank,message", LAUNCHER)
+def test_launcher_prefixes_before_or_after_a_timestamp(line, ts, level, rank, message):
+    h = parse_header(line, year=2026)
+    assert (h.ts, h.level, h.rank, h.message) == (ts, level, rank, message)
+    assert timestamp(line, 2026) == ts
+
+
+def test_a_bare_number_inside_a_message_is_not_a_rank():
+    h = parse_header("[INFO] 3: not a rank")
+    assert (h.rank, h.message) == (None, "3: not a rank")
+
+
+@pytest.mark.parametrize("line,utc", [
+    ("2026-05-01T18:22:31+08:00 msg", "2026-05-01T10:22:31.000000Z"),
+    ("2026-05-01 05:22:31.250-0500 msg", "2026-05-01T10:22:31.250000Z"),
+    ("[2026-05-01 10:22:31 Z] msg", "2026-05-01T10:22:31.000000Z"),
+    ("2026-01-01T07:00:00+08:00 msg", "2025-12-31T23:00:00.000000Z"),
+])
+def test_offsets_are_honoured(line, utc):
+    assert parse_header(line).ts == utc
+    assert timestamp(line) == utc
+
+
+def test_naive_stamps_are_read_in_the_configured_zone(monkeypatch):
+    monkeypatch.setenv("L4_LOG_TZ", "Asia/Shanghai")
+    assert timestamp("2026-05-01 18:22:31 msg") == "2026-05-01T10:22:31.000000Z"
+    assert timestamp("2026-05-01T18:22:31Z msg") == "2026-05-01T18:22:31.000000Z"  # an offset wins
+    monkeypatch.setenv("L4_LOG_TZ", "+05:30")
+    assert timestamp("2026-05-01 15:52:31 msg") == "2026-05-01T10:22:31.000000Z"
+    monkeypatch.setenv("L4_LOG_TZ", "Not/AZone")
+    assert timestamp("2026-05-01 10:22:31 msg") == "2026-05-01T10:22:31.000000Z"
+
+
+def test_fixed_width_stamps_sort_in_time_order():
+    lines = ["2026-05-01T10:22:31Z a", "2026-05-01T10:22:31.5Z a", "2026-05-01T10:22:30.999+00:00 a",
+             "2026-05-01T18:22:32+08:00 a"]
+    stamps = [timestamp(x) for x in lines]
+    assert sorted(stamps) == [stamps[2], stamps[0], stamps[1], stamps[3]]
+
+
+def test_has_year():
+    from engine.headers import has_year
+    assert has_year("Nov 29 12:00:01 gpu7 kernel: x") is False
+    assert has_year("I0506 10:00:00.1 123 f.cc:1] x") is False
+    assert has_year("2026-05-01 10:00:00 x") is True
+    assert has_year("no stamp") is None
+
+
+def test_impossible_dates_give_no_timestamp():
+    assert parse_header("2026-13-45 10:00:00 msg").ts is None
+    assert timestamp("2026-13-45 10:00:00 msg") is None

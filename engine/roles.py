@@ -1,0 +1,168 @@
+"""The role of an event in a failure: the line that started it, or one of its echoes.
+
+Echoes rank below the line they echo (see `engine.events`):
+- `cascade`: consequences on other ranks (watchdog timeouts, a peer's closed connection);
+- `consequence`: the launcher's summaries of a failure (torchrun's "Sending process … closing
+  signal SIGTERM", `ChildFailedError`, the "Root Cause (first observed failure)" block's fields);
+- `report`: the launcher's report of which rank died and how ("failed (exitcode: -9) local_rank: 2"),
+  the best evidence when the rank itself left none, an echo otherwise;
+- `wrapper`: a generic error that wraps another (`DistBackendError: NCCL error …`, "See inner
+  exception"), found by the lexicon and by *quoting*: an event whose line contains the message of
+  another event (the error it caught) is that error's wrapper;
+- `context`: traceback code lines (indented source under a frame) and label lines ("Last error:")
+  whose content is the line after them; that line inherits the label's severity.
+
+Phrases are data (`engine/data/severity.yaml`, `roles`); quoting and labels are found in the job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from engine.headers import parse_header
+from engine.launcher import first_failures
+from engine.masking import MASK
+from engine.model import ParsedJob
+from engine.rules import load
+
+CASCADE, CONSEQUENCE, REPORT, WRAPPER, CONTEXT = "cascade", "consequence", "report", "wrapper", "context"
+QUOTE_MIN_CHARS = 20  # a quoted message shorter than this could be anything
+QUOTE_CANDIDATES = 80  # the most severe candidates compared pairwise
+QUOTE_MIN_SEVERITY = 0.5
+QUOTE_MIN_WORDS = 4  # a wrapper adds words of its own (a bare "NCCL WARN" prefix does not make one)
+CODE_INDENT = 4  # traceback code lines are indented at least this much (frame lines by 2)
+_EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
+_ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
+
+
+@dataclass
+class Roles:
+    role: dict[int, str] = field(default_factory=dict)  # event id -> role (absent: a possible root cause)
+    inherited: dict[int, float] = field(default_factory=dict)  # severity given by a label line before it
+    evidence: dict[int, list[str]] = field(default_factory=dict)  # raw lines to show first
+    killed_nodes: set[str] = field(default_factory=set)  # nodes of ranks killed first (launcher blocks)
+    blocks: int = 0  # launcher blocks of first observed failures read
+
+
+@lru_cache(maxsize=1)
+def _lexicon() -> tuple[list[tuple[str, re.Pattern[str]]], re.Pattern[str]]:
+    data = load("severity")
+    roles = data["roles"]
+    out = [(role, re.compile("|".join(f"(?:{p})" for p in roles[role])))
+           for role in (REPORT, CONSEQUENCE, WRAPPER) if roles.get(role)]
+    out.append((CASCADE, re.compile("|".join(f"(?:{p})" for p in data["cascade"]))))
+    return out, re.compile(roles["label"])
+
+
+def lexicon_role(template: str) -> str | None:
+    """The role the lexicon gives a template (report, consequence, wrapper, cascade), if any."""
+    for role, rx in _lexicon()[0]:
+        if rx.search(template):
+            return role
+    return None
+
+
+def _message_and_indent(raw: str) -> tuple[str, int]:
+    msg = parse_header(raw).message
+    at = raw.find(msg) if msg else -1
+    indent = 0
+    while at - indent - 1 >= 0 and raw[at - indent - 1] == " ":
+        indent += 1
+    return msg, indent
+
+
+def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, float]) -> Roles:
+    """The roles of the candidate events (given their severities)."""
+    out = Roles()
+    label_rx = _lexicon()[1]
+    msgs: dict[int, str] = {}
+    labels: list[int] = []
+    for i in candidates:
+        t = parsed.templates[i]
+        role = lexicon_role(t.template)
+        raw = t.examples[0] if t.examples else t.template
+        msg, indent = _message_and_indent(raw)
+        msgs[i] = msg
+        if role is None and indent >= CODE_INDENT and not _ERROR_LINE.match(msg):
+            role = CONTEXT
+        if role is None and label_rx.search(msg):
+            role = CONTEXT
+            labels.append(i)
+        if role is not None:
+            out.role[i] = role
+    _label_successors(parsed, labels, severity, out, set(candidates))
+    _quoting(parsed, candidates, severity, msgs, out)
+    _killed_first(parsed, candidates, out)
+    return out
+
+
+def _fits(template: str, message: str) -> bool:
+    parts = [re.escape(p) for p in " ".join(template.split()).split(MASK)]
+    return re.fullmatch(r".*?".join(parts), " ".join(message.split())) is not None
+
+
+def _killed_first(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
+    """The launcher's block of a rank killed first: its lines are reports, shown as the evidence."""
+    blocks = first_failures(parsed)
+    out.blocks = len(blocks)
+    for block in blocks:
+        if not block.killed:
+            break
+        out.killed_nodes.add(block.node)
+        here = [i for i in candidates if i in parsed.positions.get(block.path, {})]
+        for key in ("exitcode", "traceback"):
+            raw = block.lines.get(key)
+            if raw is None:
+                continue
+            msg = parse_header(raw).message
+            for i in here:
+                if _fits(parsed.templates[i].template, msg):
+                    out.role[i] = REPORT
+                    lines = out.evidence.setdefault(i, [])
+                    if raw not in lines:
+                        lines.append(raw)
+                    break
+
+
+def _label_successors(parsed: ParsedJob, labels: list[int], severity: dict[int, float], out: Roles,
+                      candidates: set[int]) -> None:
+    """A label line's content is the line after it: that event inherits the label's severity."""
+    if not labels:
+        return
+    for pos in parsed.positions.values():
+        here = [i for i in labels if i in pos]
+        if not here:
+            continue
+        at = {first: i for i, (first, _) in pos.items()}
+        for lab in here:
+            nxt = at.get(pos[lab][0] + 1)
+            if nxt is not None and nxt in candidates and nxt not in out.role:
+                out.inherited[nxt] = max(out.inherited.get(nxt, 0.0), severity.get(lab, 0.0))
+
+
+def _core(msg: str) -> str:
+    return _EXC_TYPE.sub("", msg, count=1).strip()
+
+
+def _quoting(parsed: ParsedJob, candidates: list[int], severity: dict[int, float], msgs: dict[int, str],
+             out: Roles) -> None:
+    """An event whose line holds another event's message is its wrapper."""
+    pool = sorted((i for i in candidates if severity.get(i, 0) >= QUOTE_MIN_SEVERITY),
+                  key=lambda i: -severity[i])[:QUOTE_CANDIDATES]
+    cores = {i: _core(msgs[i]) for i in pool}
+    for a in pool:
+        ca = cores[a]
+        if len(ca) < QUOTE_MIN_CHARS or out.role.get(a) is not None:
+            continue  # only the message of a possible root cause makes its quoter a wrapper
+        ta = parsed.templates[a].first_seen
+        for b in pool:
+            if b == a or out.role.get(b, CASCADE) != CASCADE or cores[b] == ca:
+                continue  # a cascade that quotes the error it echoes is its wrapper
+            if ca not in msgs[b] or len(msgs[b].replace(ca, " ").split()) < QUOTE_MIN_WORDS:
+                continue
+            tb = parsed.templates[b].first_seen
+            if ta and tb and tb < ta:  # a wrapper does not come before what it wraps
+                continue
+            out.role[b] = WRAPPER

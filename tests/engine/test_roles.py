@@ -1,0 +1,68 @@
+import json
+
+from engine.diagnose import diagnose
+from tests.helpers.jobs import write_rank
+
+AGENT = [
+    "W1201 08:00:02.100000 77 torch/distributed/elastic/multiprocessing/api.py:897] "
+    "Sending process 5679 closing signal SIGTERM",
+    "E1201 08:00:02.456000 77 torch/distributed/elastic/multiprocessing/api.py:869] "
+    "failed (exitcode: 1) local_rank: 1 (pid: 5678) of binary: /usr/bin/python3",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "Root Cause (first observed failure):",
+    "  host      : node-1",
+    "  exitcode  : 1 (pid: 5678)",
+]
+
+
+def _job(root, files):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "job.json").write_text(json.dumps({"job_id": root.name, "status": "failed"}))
+    for path, lines in files.items():
+        write_rank(root / path, lines)
+    return root
+
+
+def test_launcher_summaries_and_wrappers_rank_below_the_error_that_started_it(tmp_path):
+    failing = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/w/train.py", line 40, in main',
+        "[rank1]:     raise ValueError('shape mismatch in layer 3 of the model')",
+        "[rank1]: ValueError: shape mismatch in layer 3 of the model",
+    ]
+    peer = ["[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1207, "
+            "remote process exited or there was a network error"]
+    files = {"node-1/rank-1.log": failing, "node-0/rank-0.log": peer, "node-1/agent.log": AGENT,
+             "node-0/agent.log": AGENT[:1]}
+    d = diagnose(_job(tmp_path / "j", files))
+    assert d.events[0].template == "ValueError: shape mismatch in layer <*> of the model"
+    assert not any(e.template.startswith("raise ") for e in d.events[:3])
+
+
+def test_a_line_that_quotes_another_events_message_is_its_wrapper(tmp_path):
+    failing = [
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "[E ProcessGroupNCCL.cpp:916] [Rank 1] NCCL watchdog thread terminated with exception: "
+        "CUDA error: uncorrectable ECC error encountered",
+        "terminate called after throwing an instance of 'c10::Error' what(): "
+        "CUDA error: uncorrectable ECC error encountered",
+    ]
+    d = diagnose(_job(tmp_path / "j", {"node-0/rank-0.log": failing}))
+    assert d.events[0].template == "RuntimeError: CUDA error: uncorrectable ECC error encountered"
+
+
+def test_a_label_lines_content_is_the_line_after_it(tmp_path):
+    failing = [
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1207, internal error",
+        "ncclInternalError: Internal check failed.",
+        "Last error:",
+        "Bootstrap : no socket interface found",
+    ]
+    d = diagnose(_job(tmp_path / "j", {"node-0/rank-0.log": failing}))
+    assert d.events[0].template == "Bootstrap : no socket interface found"
+
+
+def test_the_launchers_report_is_the_evidence_when_a_killed_rank_left_none(tmp_path):
+    agent = [AGENT[0], AGENT[1].replace("exitcode: 1", "exitcode: -9"), AGENT[2]]
+    d = diagnose(_job(tmp_path / "j", {"node-0/agent.log": agent, "node-0/rank-0.log": ["iteration 3: ok"]}))
+    assert d.events[0].template.startswith("failed (exitcode:")
