@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.hangfiles import dump_rank_host
+from engine.hangfiles import UnreadableDump, dump_rank_host, read_capped
 from engine.rules import load, size_text
 from engine.safepickle import UnsafePickle, loads_plain
 
@@ -130,14 +130,9 @@ def read_dumps(paths: list[Path]) -> tuple[list[FRDump], list[str]]:
     for path in paths:
         rank, host = dump_rank_host(path)
         try:
-            if path.stat().st_size > cap:
-                raise DumpError(f"flight-recorder dump over {size_text(cap)}, not read")
-            dump = parse_dump(path.read_bytes(), str(path), rank, host)
-        except DumpError as exc:
+            dump = parse_dump(read_capped(path, cap, "flight-recorder dump"), str(path), rank, host)
+        except (DumpError, UnreadableDump) as exc:
             bad.append(f"{path}: {exc}")
-            continue
-        except OSError as exc:
-            bad.append(f"{path}: unreadable ({exc.strerror or exc.__class__.__name__})")
             continue
         dumps[dump.rank] = dump
     return [dumps[r] for r in sorted(dumps)], bad

@@ -22,11 +22,11 @@ from pathlib import Path
 
 from engine.collectives import Verdict, analyze_dumps
 from engine.flightrec import read_dumps
-from engine.hangfiles import find_hang_files
+from engine.hangfiles import UnreadableDump, find_hang_files, read_capped
 from engine.ingest import open_binary
 from engine.model import HangFinding, NodeFinding, ParsedJob, StackGroup
 from engine.peers import rank_nodes_map
-from engine.rules import compiled, load, size_text
+from engine.rules import compiled, load
 from engine.stacks import FAULTHANDLER_MARK, Stack, group_stacks, parse_faulthandler, parse_pyspy
 
 _READ = 1 << 20
@@ -47,12 +47,9 @@ def _file_stacks(paths: list[Path], unreadable: list[str]) -> list[Stack]:
     for path in paths:
         rank = _rank_of(path)
         try:
-            if path.stat().st_size > cap:
-                unreadable.append(f"{path}: stack dump over {size_text(cap)}, not read")
-                continue
-            text = path.read_bytes().decode("utf-8", "replace")
-        except OSError as exc:
-            unreadable.append(f"{path}: unreadable ({exc.strerror or exc.__class__.__name__})")
+            text = read_capped(path, cap, "stack dump").decode("utf-8", "replace")
+        except UnreadableDump as exc:
+            unreadable.append(f"{path}: {exc}")
             continue
         if rank is None:
             unreadable.append(f"{path}: stack dump whose rank is unknown (name it rank-<N>.pyspy)")

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.rules import compiled, load
+from engine.rules import compiled, load, size_text
 
 
 @dataclass
@@ -67,3 +67,17 @@ def dump_rank_host(path: Path) -> tuple[int | None, str | None]:
             return int(m.group("rank")), host
     m = compiled(r"(\d{1,6})(?:\.[A-Za-z]+)?$").search(path.name)
     return (int(m.group(1)) if m else None), None
+
+
+class UnreadableDump(ValueError):
+    """A dump beside the logs that is not read; its text is the one-line reason."""
+
+
+def read_capped(path: Path, cap: int, what: str) -> bytes:
+    """The bytes of the dump at `path`; `UnreadableDump` when it is over `cap` bytes or unreadable."""
+    try:
+        if path.stat().st_size > cap:
+            raise UnreadableDump(f"{what} over {size_text(cap)}, not read")
+        return path.read_bytes()
+    except OSError as exc:
+        raise UnreadableDump(f"unreadable ({exc.strerror or exc.__class__.__name__})") from None
