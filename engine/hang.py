@@ -62,25 +62,32 @@ def _file_stacks(paths: list[Path], unreadable: list[str]) -> list[Stack]:
 
 
 def _lines_near(path: str) -> Iterator[str]:
-    """The text of a rank log around its faulthandler blocks (whole blocks, cheap byte search)."""
+    """The text of a rank log around its faulthandler blocks (whole blocks, cheap byte search). A
+    damaged file is read up to the damage, which the log reader has already reported."""
     tail = b""
     with open_binary(path) as fh:
         while True:
-            block = fh.read(_READ)
+            try:
+                block = fh.read(_READ)
+            except (OSError, EOFError, ValueError):
+                break
             if not block:
                 break
             data = tail + block
             at = data.find(FAULTHANDLER_MARK)
             if at >= 0:
                 start = data.rfind(b"\n", 0, at) + 1
-                rest = data[start:] + fh.read(4 * _READ)
+                try:
+                    rest = data[start:] + fh.read(4 * _READ)
+                except (OSError, EOFError, ValueError):
+                    rest = data[start:]
                 yield from rest.decode("utf-8", "replace").splitlines()
                 tail = b""
                 continue
             tail = data[-256:]
 
 
-def _log_stacks(parsed: ParsedJob, have: set[int], unreadable: list[str]) -> list[Stack]:
+def _log_stacks(parsed: ParsedJob, have: set[int]) -> list[Stack]:
     where = {f: _rank_of(Path(f)) for f in parsed.file_nodes}
     out = []
     for path, rank in sorted(where.items()):
@@ -88,9 +95,8 @@ def _log_stacks(parsed: ParsedJob, have: set[int], unreadable: list[str]) -> lis
             continue
         try:
             frames = parse_faulthandler(_lines_near(path))
-        except (OSError, EOFError, ValueError) as exc:
-            unreadable.append(f"{path}: stack scan failed ({exc.__class__.__name__})")
-            continue
+        except (OSError, EOFError, ValueError):
+            continue  # the log reader lists the file as damaged; one line per file is enough
         if frames:
             out.append(Stack(rank=rank, frames=frames, source=path))
     return out
@@ -114,7 +120,7 @@ def collect_hang(parsed: ParsedJob, root: Path | str | None = None) -> HangFindi
     unreadable += bad
     stacks = _file_stacks(files.stacks, unreadable)
     if dumps or stacks or _timeouts_logged(parsed):
-        stacks += _log_stacks(parsed, {s.rank for s in stacks}, unreadable)
+        stacks += _log_stacks(parsed, {s.rank for s in stacks})
     parsed.stats.unreadable_files.extend(u for u in unreadable if u not in parsed.stats.unreadable_files)
     if not dumps and not stacks:
         return None
