@@ -171,7 +171,12 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, turned into an exception so that it stops the work like Ctrl-C does."""
 
 
+_MAIN_PID = os.getpid()
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
+    if os.getpid() != _MAIN_PID:  # a forked pool worker terminated before its initializer ran
+        os._exit(128 + signal.SIGTERM)
     raise Terminated()
 
 

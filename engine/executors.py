@@ -67,6 +67,7 @@ def _watch_parent(parent: int) -> None:
 def _worker_init(parent: int) -> None:
     """Runs first in every worker: ignore Ctrl-C, and die with the process that made the pool."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a handler inherited from the CLI would print a trace
     direct = os.getppid() == parent
     if not (direct and _die_with_parent()):  # a fork server's child, or not Linux
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="l4-parent-watch").start()
