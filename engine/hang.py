@@ -25,7 +25,7 @@ from engine.flightrec import read_dumps
 from engine.hangfiles import UnreadableDump, find_hang_files, read_capped
 from engine.ingest import open_binary
 from engine.model import HangFinding, NodeFinding, ParsedJob, StackGroup
-from engine.peers import rank_nodes_map
+from engine.peers import rank_nodes_map, rank_of_file
 from engine.rules import compiled, load
 from engine.stacks import FAULTHANDLER_MARK, Stack, group_stacks, parse_faulthandler, parse_pyspy
 
@@ -33,10 +33,9 @@ _READ = 1 << 20
 
 
 def _rank_of(path: Path) -> int | None:
-    for p in load("peers")["rank_of_file"]:
-        m = compiled(p).search(path.name)
-        if m:
-            return int(m.group("rank"))
+    rank = rank_of_file(path.name)
+    if rank is not None:
+        return rank
     m = compiled(r"(\d{1,6})(?:\.[A-Za-z]+)*$").search(path.name)
     return int(m.group(1)) if m else None
 

@@ -18,17 +18,22 @@ from engine.rules import compiled, load
 MIN_VOTES = 2
 
 
+def rank_of_file(name: str) -> int | None:
+    """The global rank a rank file's name gives (rank-0012.log, rank_12.out, worker-rank12.log)."""
+    for p in load("peers")["rank_of_file"]:
+        m = compiled(p).search(name)
+        if m:
+            return int(m.group("rank"))
+    return None
+
+
 def rank_nodes_map(parsed: ParsedJob) -> dict[int, str]:
     """Global rank -> node, from the rank files' names (ranks named twice on two nodes are dropped)."""
-    rules = [compiled(p) for p in load("peers")["rank_of_file"]]
     found: dict[int, set[str]] = {}
     for path, node in parsed.file_nodes.items():
-        name = os.path.basename(path)
-        for rx in rules:
-            m = rx.search(name)
-            if m:
-                found.setdefault(int(m.group("rank")), set()).add(node)
-                break
+        rank = rank_of_file(os.path.basename(path))
+        if rank is not None:
+            found.setdefault(rank, set()).add(node)
     return {rank: next(iter(nodes)) for rank, nodes in found.items() if len(nodes) == 1}
 
 
