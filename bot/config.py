@@ -70,6 +70,16 @@ def _positive(name: str, default: float, kind: type = int) -> float:
     return value
 
 
+def _port(name: str) -> int | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    value = _int(name, 0)
+    if not 0 <= value < 65536:
+        raise ConfigError(f"{name} must be a port between 0 and 65535, got {value}")
+    return value
+
+
 def _choice(name: str, allowed: tuple[str, ...]) -> str | None:
     value = (os.environ.get(name) or "").strip().lower()
     if value and value not in allowed:
@@ -110,6 +120,8 @@ class Settings:
     workers: int = 2  # concurrent analyses in the bot
     analysis_timeout: float = 600.0  # seconds one bot analysis may take before it is stopped
     drain_seconds: float = 25.0  # on SIGTERM/Ctrl-C, seconds running analyses get to finish
+    lease_seconds: float = 120.0  # a bot holds its requests this long, renewed; then others take over
+    health_port: int | None = None  # Socket Mode: /healthz and /metrics port (HTTP: --port)
     slack_timeout: float = 30.0  # seconds the bot waits for one Slack Web API answer
     digest_channel: str | None = None
     digest_cron: str = DEFAULT_DIGEST_CRON
@@ -152,6 +164,8 @@ class Settings:
             workers=workers,
             analysis_timeout=_positive("L4_ANALYSIS_TIMEOUT", 600.0, float),
             drain_seconds=_positive("L4_DRAIN_SECONDS", 25.0, float),
+            lease_seconds=_positive("L4_LEASE_SECONDS", 120.0, float),
+            health_port=_port("L4_HEALTH_PORT"),
             slack_timeout=_positive("L4_SLACK_TIMEOUT", 30.0, float),
             digest_channel=os.environ.get("L4_DIGEST_CHANNEL") or None,
             digest_cron=os.environ.get("L4_DIGEST_CRON") or DEFAULT_DIGEST_CRON,

@@ -8,12 +8,17 @@ if they are less than ``MISFIRE_GRACE_SECONDS`` late; never two runs at once in 
 On start a stored job with the same schedule is left as it is (so its overdue run happens); a
 changed schedule or channel replaces it, keeping an overdue run that is still within the grace.
 Only the channel and the number of days are stored with the job, never a token or a URL.
+
+Several bots on one database each run the job (APScheduler does not coordinate its schedulers):
+every run first takes the lease ``digest:<channel>:<run time>`` (kb.leases), the run time being the
+trigger's latest fire time, so exactly one bot posts each scheduled run; the lease is kept past the
+misfire grace, so a bot that starts later and makes up the same run posts nothing.
 """
 from __future__ import annotations
 
 import logging
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
@@ -28,6 +33,8 @@ JOB_FUNC = "bot.scheduler:run_digest"
 JOBS_TABLE = "apscheduler_jobs"
 MISFIRE_GRACE_SECONDS = 6 * 3600
 DIGEST_DAYS = 7
+LEASE_PREFIX = "digest:"
+_SLOT_WINDOWS = (120, 3600)  # seconds looked back for the run time, before the whole grace
 
 log = logging.getLogger("l4.digest")
 
@@ -80,7 +87,7 @@ def start_digest_scheduler(settings: Settings, client: Any = None, *, trigger: B
         return None
     trigger = trigger or cron_trigger(settings.digest_cron)
     with _runtime_lock:
-        _runtime.update(settings=settings, client=client)
+        _runtime.update(settings=settings, client=client, trigger=trigger)
     scheduler = build_scheduler(settings)
     scheduler.start(paused=True)  # the job store is open, nothing runs until resume()
     try:
@@ -126,17 +133,31 @@ def run_digest(channel: str, days: int = DIGEST_DAYS) -> str | None:
     """The scheduled job: compute the digest and post it to ``channel``. Returns the message ts, or
     None when it failed (the failure is logged in one line, never with a token)."""
     from bot.digest_blocks import post_digest
+    from kb import leases
     from kb.db import open_db, session
     from kb.digest import compute_digest
+    from kb.requests import new_holder
 
     with _runtime_lock:
         settings = _runtime.get("settings")
         client = _runtime.get("client")
+        trigger = _runtime.get("trigger")
     engine = None
+    lease = holder = None
     try:
         settings = settings or Settings.from_env()
-        client = client or web_client(settings)
         engine = open_db(settings.database_url)
+        now = datetime.now(UTC)
+        slot = run_time(trigger or cron_trigger(settings.digest_cron), now)
+        lease, holder = f"{LEASE_PREFIX}{channel}:{slot.isoformat()}", new_holder()
+        with session(engine) as s:
+            leases.purge(s, LEASE_PREFIX, now)
+            won = leases.acquire(s, lease, holder, MISFIRE_GRACE_SECONDS + 3600)
+            s.commit()
+        if not won:
+            log.info("digest run of %s for %s: posted by another bot", slot.isoformat(), channel)
+            return None
+        client = client or web_client(settings)
         with session(engine) as s:
             dg = compute_digest(s, days=days)
         ts = post_digest(client, channel, dg)
@@ -145,7 +166,36 @@ def run_digest(channel: str, days: int = DIGEST_DAYS) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a scheduled job must not die with a trace in the log
         log.error("digest for %s failed: %s: %s", channel, exc.__class__.__name__,
                   (str(exc).splitlines() or [""])[0][:300])
+        _let_go(engine, lease, holder)  # not posted: a run made up later (or by hand) may post it
         return None
     finally:
         if engine is not None:
             engine.dispose()
+
+
+def run_time(trigger: BaseTrigger, now: datetime) -> datetime:
+    """The run a job started at ``now`` is for: the trigger's latest fire time up to ``now`` (within
+    the misfire grace); ``now`` to the minute when there is none (a run kept from a changed schedule)."""
+    for window in (*_SLOT_WINDOWS, MISFIRE_GRACE_SECONDS):
+        last = None
+        fire = trigger.get_next_fire_time(None, now - timedelta(seconds=window))
+        while fire is not None and fire <= now:
+            last = fire
+            fire = trigger.get_next_fire_time(fire, fire + timedelta(microseconds=1))
+        if last is not None:
+            return last.astimezone(UTC)
+    return now.replace(second=0, microsecond=0)
+
+
+def _let_go(engine: Any, lease: str | None, holder: str | None) -> None:
+    if engine is None or lease is None or holder is None:
+        return
+    from kb import leases
+    from kb.db import session
+
+    try:
+        with session(engine) as s:
+            leases.release(s, lease, holder)
+            s.commit()
+    except Exception:  # noqa: BLE001 - it expires on its own
+        log.warning("cannot release the digest lease %s", lease)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, false
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint, false, text
 from sqlmodel import Field, SQLModel
 
 PATTERN_KINDS = ("root", "cascade")
@@ -131,6 +131,7 @@ class NodeIncident(SQLModel, table=True):
 
 REQUEST_STATES = ("queued", "running", "done", "failed", "abandoned")
 ACTIVE_REQUEST_STATES = ("queued", "running")
+ACTIVE_REQUEST_WHERE = text("state IN ('queued', 'running')")
 
 
 class BotRequest(SQLModel, table=True):
@@ -139,9 +140,15 @@ class BotRequest(SQLModel, table=True):
     and abandoned are final: the thread got its last message)."""
 
     __tablename__ = "bot_request"
-    __table_args__ = (Index("ix_bot_request_state", "state"),)
+    __table_args__ = (
+        Index("ix_bot_request_state", "state"),
+        # one active request per job across every bot on the database (kb.requests.add)
+        Index("ix_bot_request_active_job", "job_key", unique=True, sqlite_where=ACTIVE_REQUEST_WHERE,
+              postgresql_where=ACTIVE_REQUEST_WHERE),
+    )
     id: int | None = Field(default=None, primary_key=True)
     job_ref: str = Field(sa_column=Column(Text, nullable=False))  # the job ID or report link as asked
+    job_key: str | None = Field(default=None, max_length=64)  # sha256 of the ref (kb.requests.job_key)
     channel: str = Field(max_length=64)
     thread_ts: str = Field(max_length=64)
     requester: str | None = Field(default=None, max_length=64)  # Slack user ID
@@ -166,4 +173,16 @@ class SlackDelivery(SQLModel, table=True):
     __table_args__ = (Index("ix_slack_delivery_expires_at", "expires_at"),)
     key: str = Field(primary_key=True, max_length=200)
     seen_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime = Field(default_factory=utcnow)
+
+
+class Lease(SQLModel, table=True):
+    """A named lease held by one bot process (``host:pid:token``) until ``expires_at``: e.g.
+    ``digest:<channel>:<run time>`` so that one scheduled digest run is posted by one bot (kb.leases)."""
+
+    __tablename__ = "lease"
+    __table_args__ = (Index("ix_lease_expires_at", "expires_at"),)
+    name: str = Field(primary_key=True, max_length=200)
+    holder: str = Field(max_length=200)
+    acquired_at: datetime = Field(default_factory=utcnow)
     expires_at: datetime = Field(default_factory=utcnow)

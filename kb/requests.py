@@ -5,15 +5,22 @@ more attempt, its holder and lease); the result is recorded (``set_diagnosis`` i
 transaction that stores the diagnosis, or ``set_final_text``) and the row ends ``done``, ``failed``
 or ``abandoned`` once the thread has its last message. At start the bot looks at ``unfinished()``
 rows: queued ones, and running ones whose holder is gone (``holder_gone``). Callers commit.
+
+Several bots may share the database: a queued or running row names the job (``job_key``) under a
+unique index over the active rows, so ``add`` of a job another bot (or this one) already has raises
+``JobActive`` with that row; every active row has a holder whose lease it renews while it lives
+(``renew``), and another bot ``adopt``s the rows of a holder that is gone.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import socket
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from kb import KbError
@@ -22,13 +29,44 @@ from kb.models import ACTIVE_REQUEST_STATES, BotRequest, utcnow
 FINAL_STATES = ("done", "failed", "abandoned")
 
 
+class JobActive(KbError):
+    """The job already has a queued or running request (``row``: where its thread is)."""
+
+    def __init__(self, row: BotRequest) -> None:
+        super().__init__(f"{row.job_ref[:200]} is already requested (request {row.id})")
+        self.row = row
+
+
+def job_key(ref: str) -> str:
+    """What makes two requests the same job: the sha256 of the ref without spaces and a trailing /."""
+    return hashlib.sha256(ref.strip().rstrip("/").encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def add(session: Session, job_ref: str, channel: str, thread_ts: str, requester: str | None = None,
-        ) -> BotRequest:
-    """A new queued request (flushed: it has its id)."""
-    row = BotRequest(job_ref=job_ref, channel=channel, thread_ts=thread_ts, requester=requester)
-    session.add(row)
-    session.flush()
+        holder: str | None = None, lease_seconds: float | None = None) -> BotRequest:
+    """A new queued request (flushed: it has its id), held by ``holder`` for ``lease_seconds`` when
+    given. Raises JobActive when the job has a queued or running request already."""
+    row = BotRequest(job_ref=job_ref, job_key=job_key(job_ref), channel=channel, thread_ts=thread_ts,
+                     requester=requester, holder=holder,
+                     lease_until=utcnow() + timedelta(seconds=lease_seconds) if holder and lease_seconds
+                     else None)
+    try:
+        with session.begin_nested():
+            session.add(row)
+            session.flush()
+    except IntegrityError:  # the savepoint is rolled back, the new row gone with it
+        current = active_for(session, job_ref)
+        if current is None:
+            raise  # another constraint
+        raise JobActive(current) from None
     return row
+
+
+def active_for(session: Session, job_ref: str) -> BotRequest | None:
+    """The queued or running request of the job ``job_ref`` names, if any."""
+    return session.exec(select(BotRequest).where(col(BotRequest.job_key) == job_key(job_ref),
+                                                 col(BotRequest.state).in_(ACTIVE_REQUEST_STATES))
+                        .execution_options(populate_existing=True)).first()
 
 
 def get(session: Session, request_id: int) -> BotRequest:
@@ -48,10 +86,11 @@ def _update(session: Session, request_id: int, *states: str, **values: object) -
 
 
 def take(session: Session, request_id: int, holder: str, lease_seconds: float) -> BotRequest | None:
-    """Start an attempt on a queued request: running, held by ``holder``. None when it is not
-    queued (another worker has it, or it is finished)."""
+    """Start an attempt on a queued request nobody else holds: running, held by ``holder``. None
+    when it is not (another worker has it, or it is finished)."""
     now = utcnow()
-    stmt = (update(BotRequest).where(col(BotRequest.id) == request_id, col(BotRequest.state) == "queued")
+    stmt = (update(BotRequest).where(col(BotRequest.id) == request_id, col(BotRequest.state) == "queued",
+                                     col(BotRequest.holder).is_(None) | (col(BotRequest.holder) == holder))
             .values(state="running", attempts=BotRequest.attempts + 1, holder=holder,
                     lease_until=now + timedelta(seconds=lease_seconds), started_at=now, updated_at=now))
     if not session.execute(stmt).rowcount:
@@ -81,15 +120,39 @@ def finish(session: Session, request_id: int, state: str) -> None:
     _update(session, request_id, state=state, holder=None, lease_until=None, finished_at=utcnow())
 
 
-def requeue(session: Session, request_id: int) -> bool:
-    """Put a request back in the queue (cut off before it finished); False if it had finished."""
-    return _update(session, request_id, *ACTIVE_REQUEST_STATES, state="queued", holder=None,
-                   lease_until=None)
+def requeue(session: Session, request_id: int, holder: str | None = None,
+            lease_seconds: float | None = None) -> bool:
+    """Put a request back in the queue (cut off before it finished); False if it had finished.
+    With ``holder`` it stays held by it (to be taken again at once), else anyone may take it."""
+    until = utcnow() + timedelta(seconds=lease_seconds) if holder and lease_seconds else None
+    return _update(session, request_id, *ACTIVE_REQUEST_STATES, state="queued", holder=holder,
+                   lease_until=until)
+
+
+def adopt(session: Session, row: BotRequest, holder: str, lease_seconds: float) -> bool:
+    """Take over an active request whose holder is gone (``holder_gone``): it is held by ``holder``
+    now, if its holder and lease are still what ``row`` read (else another bot adopted it first)."""
+    stmt = (update(BotRequest)
+            .where(col(BotRequest.id) == row.id, col(BotRequest.state).in_(ACTIVE_REQUEST_STATES),
+                   col(BotRequest.holder).is_not_distinct_from(row.holder),
+                   col(BotRequest.lease_until).is_not_distinct_from(row.lease_until))
+            .values(holder=holder, lease_until=utcnow() + timedelta(seconds=lease_seconds),
+                    updated_at=utcnow()))
+    return bool(session.execute(stmt).rowcount)
+
+
+def release_all(session: Session, holder: str) -> int:
+    """Let go of the queued requests ``holder`` has (it is stopping), for any bot to take; a running
+    one stays held until its analysis ends (then ``requeue`` lets go of it)."""
+    stmt = (update(BotRequest).where(col(BotRequest.holder) == holder, col(BotRequest.state) == "queued")
+            .values(holder=None, lease_until=None, updated_at=utcnow()))
+    return int(session.execute(stmt).rowcount or 0)
 
 
 def renew(session: Session, holder: str, lease_seconds: float) -> int:
-    """Extend the lease of every request ``holder`` is running; returns how many."""
-    stmt = (update(BotRequest).where(col(BotRequest.holder) == holder, col(BotRequest.state) == "running")
+    """Extend the lease of every queued or running request ``holder`` has; returns how many."""
+    stmt = (update(BotRequest).where(col(BotRequest.holder) == holder,
+                                     col(BotRequest.state).in_(ACTIVE_REQUEST_STATES))
             .values(lease_until=utcnow() + timedelta(seconds=lease_seconds)))
     return int(session.execute(stmt).rowcount or 0)
 

@@ -9,6 +9,11 @@ what went wrong. ``resume()`` at start takes over what a stopped or killed bot l
 running rows of a holder that is gone (delivered if stored, re-run, or ended with "ask again" after
 MAX_ATTEMPTS). ``drain()`` stops taking rows, lets running analyses finish within a grace period,
 and tells the threads of the rest that they resume at the next start.
+
+Several bots may share one database: a job has one active request across all of them (the database
+refuses a second; its asker is pointed to the first thread), each bot renews the lease on the rows it
+holds every third of L4_LEASE_SECONDS, and on the same beat takes over (``resume``) the rows of a bot
+that is gone: its lease ran out, or it was a process of this host that no longer runs.
 """
 from __future__ import annotations
 
@@ -52,7 +57,7 @@ from kb.models import BotRequest
 log = logging.getLogger(__name__)
 MAX_QUEUED = 20  # analyses queued or running at once; more requests are turned away politely
 MAX_ATTEMPTS = 3  # analyses started for one request (restarts, crashed analyses) before "ask again"
-LEASE_SECONDS = 120.0  # a running request's holder renews its lease this long, every third of it
+LEASE_SECONDS = 120.0  # default L4_LEASE_SECONDS: a holder renews its rows' lease this long, every third
 
 Triage = Callable[..., Any]  # like bot.triage.triage
 
@@ -99,6 +104,7 @@ class Diagnoser:
         self.pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="l4-diagnose")
         self.max_queued = max_queued
         self.holder = requests.new_holder()
+        self.lease_seconds = settings.lease_seconds or LEASE_SECONDS
         self._lock = threading.Lock()
         self._active: dict[int, str] = {}  # request id -> job ref: accepted and not finished here
         self._running: set[int] = set()
@@ -122,8 +128,11 @@ class Diagnoser:
                 return Busy(ref, where)
             try:
                 with kbdb.session(self.engine) as s:
-                    row = requests.add(s, ref, channel, thread_ts, user)
+                    row = requests.add(s, ref, channel, thread_ts, user, self.holder, self.lease_seconds)
                     s.commit()
+            except requests.JobActive as exc:  # another bot on the database has this job
+                self.inflight.release(ref)
+                return AlreadyRunning(ref, Where(exc.row.channel, exc.row.thread_ts), where)
             except BaseException:
                 self.inflight.release(ref)
                 raise
@@ -155,17 +164,25 @@ class Diagnoser:
         return self.announce(self.accept(ref, channel, thread_ts, user), user)
 
     def resume(self) -> int:
-        """Take over the requests a stopped or killed bot left unfinished; returns how many."""
+        """Take over the requests a stopped or killed bot left unfinished (at start, and on every
+        lease beat for the bots on the same database that died); returns how many."""
         taken = 0
         with kbdb.session(self.engine) as s:
             rows = requests.active(s)
         for row in rows:
-            if row.state == "running" and not requests.holder_gone(row, self.holder):
-                continue  # another bot that is alive works on it
+            if self._stopping.is_set():
+                break
+            if not requests.holder_gone(row, self.holder):
+                continue  # this bot, or another one that is alive, has it
             assert row.id is not None
             with self._lock:
-                if row.id in self._active:
+                if row.id in self._active or len(self._active) >= self.max_queued:
                     continue
+                with kbdb.session(self.engine) as s:
+                    adopted = requests.adopt(s, row, self.holder, self.lease_seconds)
+                    s.commit()
+                if not adopted:
+                    continue  # another bot took it over first
                 self._active[row.id] = row.job_ref
                 self.inflight.claim(row.job_ref, Where(row.channel, row.thread_ts))
             self._submit(row.id, resumed=True)
@@ -211,6 +228,12 @@ class Diagnoser:
             time.sleep(0.05)
         self._killing.set()  # what still runs is stopped now and put back in the queue
         self.pool.shutdown(wait=self.runner.budgeted, cancel_futures=True)
+        try:
+            with kbdb.session(self.engine) as s:
+                requests.release_all(s, self.holder)  # another bot on the database may take them now
+                s.commit()
+        except Exception:  # noqa: BLE001 - they are taken over once the lease runs out
+            log.warning("cannot release the queued requests", exc_info=True)
         with self._lock:
             left = dict(self._active)
             self._active.clear()
@@ -277,10 +300,10 @@ class Diagnoser:
                           "(the bot stopped or the analysis crashed each time); ask again")
                 return
             with kbdb.session(self.engine) as s:
-                requests.requeue(s, row.id)
+                requests.requeue(s, row.id, self.holder, self.lease_seconds)
                 s.commit()
         with kbdb.session(self.engine) as s:
-            taken = requests.take(s, row.id, self.holder, LEASE_SECONDS)
+            taken = requests.take(s, row.id, self.holder, self.lease_seconds)
             s.commit()
         if taken is None:
             return  # another worker has it, or it is finished
@@ -327,7 +350,7 @@ class Diagnoser:
             if row.attempts < MAX_ATTEMPTS:
                 log.warning("the analysis of %s died (%s); trying again", _shown(row.job_ref), outcome.reason)
                 with kbdb.session(self.engine) as s:
-                    requests.requeue(s, row.id)
+                    requests.requeue(s, row.id, self.holder, self.lease_seconds)
                     s.commit()
                 with self._lock:
                     self._running.discard(row.id)
@@ -358,13 +381,20 @@ class Diagnoser:
                 s.commit()
 
     def _renew_leases(self) -> None:
-        while not self._killing.wait(LEASE_SECONDS / 3):
+        while not self._killing.wait(self.lease_seconds / 3):
             try:
                 with kbdb.session(self.engine) as s:
-                    requests.renew(s, self.holder, LEASE_SECONDS)
+                    requests.renew(s, self.holder, self.lease_seconds)
                     s.commit()
             except Exception:  # noqa: BLE001 - the next beat tries again
                 log.warning("cannot renew the leases of the running requests", exc_info=True)
+                continue
+            if self._stopping.is_set():
+                continue
+            try:
+                self.resume()  # what a bot on the same database that died left
+            except Exception:  # noqa: BLE001 - the next beat tries again
+                log.warning("cannot look for requests left by a stopped bot", exc_info=True)
 
     # -- notes in threads ------------------------------------------------------------------------------
     def _note(self, where: Where, text: str, blocks: list) -> None:

@@ -46,6 +46,7 @@ class Call:
     params: dict[str, Any]
     headers: dict[str, str]
     status: int = 200  # what the fake answered
+    at: float = field(default_factory=time.time)  # when it arrived (time.time())
 
 
 @dataclass
