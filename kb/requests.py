@@ -170,15 +170,16 @@ def new_holder() -> str:
 
 
 def holder_gone(row: BotRequest, me: str) -> bool:
-    """Whether the worker holding a running request is gone: its lease ran out, or it was a process
-    on this host that no longer runs (or an earlier process with this process's pid)."""
+    """Whether the worker holding an active request is gone. A process of this host is asked
+    directly: gone when it no longer runs (or it was an earlier process with this process's pid),
+    alive otherwise, even when a slow beat let its lease run out. For another host's worker only its
+    lease tells."""
     if row.holder is None or row.holder == me:
         return row.holder is None
-    if row.lease_until is not None and _aware(row.lease_until) < utcnow():
-        return True
+    expired = row.lease_until is not None and _aware(row.lease_until) < utcnow()
     parts = row.holder.rsplit(":", 2)
     if len(parts) != 3 or parts[0] != socket.gethostname()[:120]:
-        return False  # another host's worker: only its lease tells
+        return expired  # another host's worker: only its lease tells
     try:
         pid = int(parts[1])
     except ValueError:
@@ -190,7 +191,7 @@ def holder_gone(row: BotRequest, me: str) -> bool:
     except ProcessLookupError:
         return True
     except PermissionError:
-        return False
+        return expired  # another user's process with that pid: the lease tells
     return False
 
 

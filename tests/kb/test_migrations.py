@@ -105,3 +105,29 @@ def test_upgrade_from_second_revision_adds_the_bot_tables_and_keeps_data(db_url:
             assert c.execute(sa.text("SELECT count(*) FROM diagnosis")).scalar() == 1
     finally:
         eng.dispose()
+
+
+def test_upgrade_from_third_revision_keys_the_active_requests_and_adds_leases(db_url: str) -> None:
+    from kb import requests
+
+    eng = kbdb.make_engine(db_url)
+    try:
+        kbdb.upgrade(eng, "0003")
+        with eng.begin() as c:  # two bots before 0004 could both have the same job active
+            for ref, state in (("job-3", "running"), ("job-3/", "queued"), ("job-4", "done")):
+                c.execute(sa.text(
+                    "INSERT INTO bot_request (job_ref, channel, thread_ts, state, attempts, created_at,"
+                    " updated_at) VALUES (:r, 'C1', '1.1', :s, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"),
+                    {"r": ref, "s": state})
+        kbdb.upgrade(eng)
+        with eng.connect() as c:
+            keys = c.execute(sa.text("SELECT job_ref, job_key FROM bot_request ORDER BY id")).all()
+        assert keys == [("job-3", requests.job_key("job-3")), ("job-3/", None), ("job-4", None)]
+        assert "lease" in sa.inspect(eng).get_table_names()
+        kbdb.downgrade(eng, "0003")
+        assert "lease" not in sa.inspect(eng).get_table_names()
+        assert "job_key" not in {col["name"] for col in sa.inspect(eng).get_columns("bot_request")}
+        with eng.connect() as c:
+            assert c.execute(sa.text("SELECT count(*) FROM bot_request")).scalar() == 3
+    finally:
+        eng.dispose()
