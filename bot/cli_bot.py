@@ -52,6 +52,8 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     from bot.scheduler import start_digest_scheduler
 
+    handler = None
+    health, health_srv = _health(settings, services, app, lambda: handler, args)  # a busy port: fail now
     signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
     services.diagnoser.runner.warm()
     resumed = services.diagnoser.resume()
@@ -61,10 +63,9 @@ def _run(args: argparse.Namespace) -> int:
     if scheduler is not None:
         print(f"l4 bot: digest to {settings.digest_channel} on '{settings.digest_cron}' (UTC)",
               file=sys.stderr, flush=True)
-    handler = None
     try:
         if args.http:
-            server = http_server(app, args.host, args.port)
+            server = http_server(app, args.host, args.port, health=health)
             host, port = server.server_address[:2]
             print(f"l4 bot: listening on http://{host}:{port}/slack/events", file=sys.stderr, flush=True)
             try:
@@ -83,6 +84,9 @@ def _run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if handler is not None:
             _close_quietly(handler)  # no new events while draining
+        if health_srv is not None:
+            health_srv.shutdown()
+            health_srv.server_close()
         if scheduler is not None:
             scheduler.shutdown(wait=False)
         print(f"l4 bot: stopping; running analyses get {settings.drain_seconds:g} s to finish",
@@ -90,6 +94,34 @@ def _run(args: argparse.Namespace) -> int:
         left = services.diagnoser.drain(settings.drain_seconds)
         if left:
             print(f"l4 bot: {left} request(s) resume at the next start", file=sys.stderr, flush=True)
+
+
+def _health(settings, services, app, handler, args):  # noqa: ANN001, ANN202 - wiring of _run
+    """/healthz and /metrics: on the HTTP port (returned for http_server), or in Socket Mode on
+    L4_HEALTH_PORT (a server started here, returned to be stopped) when it is set."""
+    from bot import metrics
+    from bot.config import ConfigError
+    from bot.health import Health, SlackProbe, health_server, serve_in_background
+
+    metrics.watch_queue(services.diagnoser.queue_depth)
+    if args.http:
+        slack = SlackProbe(app.client)
+    else:
+        def slack() -> bool:
+            h = handler()
+            return bool(h is not None and h.client.is_connected())
+    health = Health(services.knowledge.engine, slack, services.diagnoser.queue_depth)
+    if args.http or settings.health_port is None:
+        return health, None
+    try:
+        server = health_server(health, args.host, settings.health_port)
+    except OSError as exc:
+        raise ConfigError(f"L4_HEALTH_PORT={settings.health_port}: cannot listen on {args.host}: "
+                          f"{exc.strerror or exc.__class__.__name__}") from None
+    host, port = server.server_address[:2]
+    serve_in_background(server)
+    print(f"l4 bot: health on http://{host}:{port}/healthz and /metrics", file=sys.stderr, flush=True)
+    return health, server
 
 
 def _stop_like_ctrl_c(signum: int, frame: FrameType | None) -> None:

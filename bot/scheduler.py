@@ -26,6 +26,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
+from bot import metrics
 from bot.config import ConfigError, Settings
 
 DIGEST_JOB_ID = "l4-digest"
@@ -156,16 +157,20 @@ def run_digest(channel: str, days: int = DIGEST_DAYS) -> str | None:
             s.commit()
         if not won:
             log.info("digest run of %s for %s: posted by another bot", slot.isoformat(), channel)
+            metrics.DIGESTS.labels("other_bot").inc()
             return None
         client = client or web_client(settings)
         with session(engine) as s:
             dg = compute_digest(s, days=days)
         ts = post_digest(client, channel, dg)
         log.info("digest of %d days posted to %s", days, channel)
+        metrics.DIGESTS.labels("posted").inc()
         return ts
     except Exception as exc:  # noqa: BLE001 - a scheduled job must not die with a trace in the log
         log.error("digest for %s failed: %s: %s", channel, exc.__class__.__name__,
                   (str(exc).splitlines() or [""])[0][:300])
+        metrics.DIGESTS.labels("failed").inc()
+        metrics.ERRORS.labels("digest").inc()
         _let_go(engine, lease, holder)  # not posted: a run made up later (or by hand) may post it
         return None
     finally:

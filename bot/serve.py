@@ -3,7 +3,8 @@
 HTTP mode serves Bolt's WSGI adapter from `httpd.BoundedWSGIServer` (a capped number of
 connections, idle and read timeouts, a deadline per request, a fixed pool of worker threads). Every
 POST's signature is checked on its raw bytes (SLACK_SIGNING_SECRET) before anything parses it: an
-unsigned or badly signed request is answered 401 with one log line.
+unsigned or badly signed request is answered 401 with one log line. With a ``health``
+(bot.health), ``GET /healthz`` and ``GET /metrics`` are answered on the same port, unsigned.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot.config import ConfigError, Settings
+from bot.health import Health, health_routes
 from bot.httpd import BoundedWSGIServer, HttpLimits
 
 log = logging.getLogger(__name__)
@@ -90,14 +92,16 @@ def _verify_first(wsgi_app: Callable[..., Iterable[bytes]], secret: str) -> Call
 
 
 def http_server(app: App, host: str = "127.0.0.1", port: int = 3000, *, limits: HttpLimits | None = None,
-                signing_secret: str | None = None) -> BoundedWSGIServer:
+                signing_secret: str | None = None, health: Health | None = None) -> BoundedWSGIServer:
     """The HTTP server of ``app`` at ``POST /slack/events`` (call ``serve_forever()``, then
-    ``server_close()``). Limits default to the L4_HTTP_* settings; the signing secret to the app's."""
+    ``server_close()``), and of /healthz and /metrics with ``health``. Limits default to the
+    L4_HTTP_* settings; the signing secret to the app's."""
     secret = signing_secret if signing_secret is not None else getattr(app, "_signing_secret", "")
     if not secret:
         raise ConfigError("SLACK_SIGNING_SECRET is not set; HTTP mode needs it to verify Slack's requests")
     server = BoundedWSGIServer((host, port), _QuietHandler, limits or HttpLimits.from_env())
-    server.set_app(_verify_first(SlackRequestHandler(app, path=EVENTS_PATH), secret))
+    slack_app = _verify_first(SlackRequestHandler(app, path=EVENTS_PATH), secret)
+    server.set_app(health_routes(health, slack_app) if health is not None else slack_app)
     return server
 
 

@@ -29,6 +29,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from sqlalchemy.engine import Engine
 
+from bot import metrics
 from bot.analysis_process import (
     Died,
     Failed,
@@ -122,9 +123,11 @@ class Diagnoser:
         with self._lock:
             running = self.inflight.claim(ref, where)
             if running is not None:
+                metrics.REQUESTS.labels("already_running").inc()
                 return AlreadyRunning(ref, running, where)
             if len(self._active) >= self.max_queued:
                 self.inflight.release(ref)
+                metrics.REQUESTS.labels("busy").inc()
                 return Busy(ref, where)
             try:
                 with kbdb.session(self.engine) as s:
@@ -132,12 +135,14 @@ class Diagnoser:
                     s.commit()
             except requests.JobActive as exc:  # another bot on the database has this job
                 self.inflight.release(ref)
+                metrics.REQUESTS.labels("already_running").inc()
                 return AlreadyRunning(ref, Where(exc.row.channel, exc.row.thread_ts), where)
             except BaseException:
                 self.inflight.release(ref)
                 raise
             assert row.id is not None
             self._active[row.id] = ref
+        metrics.REQUESTS.labels("accepted").inc()
         return Accepted(ref, where, row.id)
 
     def announce(self, outcome: Accepted | AlreadyRunning | Busy, user: str | None = None
@@ -183,6 +188,8 @@ class Diagnoser:
                     s.commit()
                 if not adopted:
                     continue  # another bot took it over first
+                if row.holder is not None:
+                    metrics.TAKEOVERS.inc()
                 self._active[row.id] = row.job_ref
                 self.inflight.claim(row.job_ref, Where(row.channel, row.thread_ts))
             self._submit(row.id, resumed=True)
@@ -204,6 +211,11 @@ class Diagnoser:
     def _forget(self, future: Future) -> None:
         with self._lock:
             self._futures.discard(future)
+
+    def queue_depth(self) -> int:
+        """Requests this bot has accepted or taken over and not finished."""
+        with self._lock:
+            return len(self._active)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Wait until no analysis is queued or running (for tests and shutdown)."""
@@ -313,7 +325,10 @@ class Diagnoser:
         if retry_note or resumed or taken.attempts > 1:
             why = retry_note or "resumed after the bot restarted"
             message.step(f"{why} (attempt {taken.attempts} of {MAX_ATTEMPTS})")
+        started = time.monotonic()
         outcome = self._analyse(taken, message)
+        metrics.ANALYSIS_SECONDS.observe(time.monotonic() - started)
+        metrics.count_outcome(outcome)
         self._conclude(taken, message, outcome)
 
     def _analyse(self, row: BotRequest, message: ThreadMessage) -> Outcome:
@@ -387,6 +402,7 @@ class Diagnoser:
                     requests.renew(s, self.holder, self.lease_seconds)
                     s.commit()
             except Exception:  # noqa: BLE001 - the next beat tries again
+                metrics.ERRORS.labels("database").inc()
                 log.warning("cannot renew the leases of the running requests", exc_info=True)
                 continue
             if self._stopping.is_set():
@@ -402,6 +418,7 @@ class Diagnoser:
             self.client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=text,
                                          blocks=blocks)
         except Exception as exc:  # noqa: BLE001 - a note is best effort
+            metrics.ERRORS.labels("slack").inc()
             log.warning("cannot post a note in %s: %s", where, slack_error(exc))
 
     def _point_to(self, ref: str, running: Where, asked_in: Where, user: str | None) -> None:
