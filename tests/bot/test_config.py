@@ -36,3 +36,21 @@ def test_settings_parse_lists_and_reject_bad_values(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("L4_JOB_ID_PATTERN", "job-(")
     with pytest.raises(ConfigError, match="L4_JOB_ID_PATTERN"):
         Settings.from_env()
+
+
+def test_lease_and_health_port_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("L4_LEASE_SECONDS", "L4_HEALTH_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    s = Settings.from_env()
+    assert s.lease_seconds == 120.0 and s.health_port is None  # no health server unless asked
+    monkeypatch.setenv("L4_LEASE_SECONDS", "7.5")
+    monkeypatch.setenv("L4_HEALTH_PORT", "8080")
+    s = Settings.from_env()
+    assert s.lease_seconds == 7.5 and s.health_port == 8080
+    for name, bad in (("L4_LEASE_SECONDS", "0"), ("L4_LEASE_SECONDS", "soon"), ("L4_HEALTH_PORT", "70000"),
+                      ("L4_HEALTH_PORT", "http")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(ConfigError) as e:
+            Settings.from_env()
+        assert name in str(e.value) and "\n" not in str(e.value)
+        monkeypatch.setenv(name, "8080")
