@@ -11,6 +11,7 @@ seconds of silence and iterations behind, and the timeouts that name it.
 from __future__ import annotations
 
 import functools
+import os
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,11 +21,12 @@ from typing import Any
 
 import yaml
 
+from engine.clock import clock_notes
 from engine.model import CATEGORIES, Match, ParsedJob, TemplateStat
 from kb import KbError
 
 _CONDITIONS = {"lone_node", "all_nodes", "behind_iterations", "min_peer_fraction", "min_nodes",
-               "no_line_root"}
+               "no_line_root", "max_behind"}
 MAX_TIMEOUT_EVIDENCE = 2
 
 
@@ -63,7 +65,10 @@ class JobFindings:
     peer_nodes: set[str] = field(default_factory=set)  # nodes where a peer-failure pattern fired
     peer_lines: list[str] = field(default_factory=list)  # example timeout / lost-peer lines
     silence: dict[str, float] = field(default_factory=dict)  # node -> seconds before the job's last line
-    behind: dict[str, int] = field(default_factory=dict)  # node -> iterations behind the median
+    behind: dict[str, int] = field(default_factory=dict)  # node -> iterations its slowest rank file is behind
+    lagging: dict[str, list[str]] = field(default_factory=dict)  # node -> its rank files behind by >= 1
+    last_iter: dict[str, int] = field(default_factory=dict)  # node -> its slowest rank file's last iteration
+    median_iter: float | None = None  # the job's median last iteration (over rank files, else nodes)
     line_roots: set[str] = field(default_factory=set)  # root-kind line patterns that fired anywhere
 
 
@@ -82,16 +87,45 @@ def findings(parsed: ParsedJob, matcher: Any, templates: Sequence[TemplateStat] 
                 if len(out.peer_lines) < MAX_TIMEOUT_EVIDENCE and line not in out.peer_lines:
                     out.peer_lines.append(line)
                 break
+    out.silence = _silence(parsed, nodes)
+    _lag(parsed, nodes, out)
+    return out
+
+
+def _silence(parsed: ParsedJob, nodes: list[str]) -> dict[str, float]:
+    """Seconds between each node's last stamped line and the job's, on clocks corrected by the
+    steady offsets `engine.clock` finds (a node logging in another time zone is not silent)."""
+    skew = {c.node: c.seconds for c in clock_notes(parsed) if c.kind == "skew"}
     times = {n: _ts(parsed.node_last_ts.get(n)) for n in nodes}
-    known = [t for t in times.values() if t is not None]
-    if len(known) >= 2:
-        latest = max(known)
-        out.silence = {n: (latest - t).total_seconds() for n, t in times.items() if t is not None}
-    iters = {n: parsed.node_last_iter[n] for n in nodes if n in parsed.node_last_iter}
-    if len(iters) >= 2:
+    known = {n: t.timestamp() - skew.get(n, 0.0) for n, t in times.items() if t is not None}
+    if len(known) < 2:
+        return {}
+    latest = max(known.values())
+    return {n: latest - t for n, t in known.items()}
+
+
+def _lag(parsed: ParsedJob, nodes: list[str], out: JobFindings) -> None:
+    """Iterations behind the median, per rank file when the job has them (one slow rank among
+    healthy ones on its node is seen), else per node."""
+    files = {path: seq[-1][0] for path, seq in parsed.iterations.items()
+             if len(seq) and parsed.file_nodes.get(path) in parsed.node_counts}
+    if len(files) >= 2:
+        median = statistics.median(files.values())
+        for path, it in files.items():
+            node = parsed.file_nodes[path]
+            gap = int(median - it)
+            if gap > out.behind.get(node, -1):
+                out.behind[node], out.last_iter[node] = gap, it
+            if gap >= 1:
+                out.lagging.setdefault(node, []).append(os.path.basename(path))
+    else:
+        iters = {n: parsed.node_last_iter[n] for n in nodes if n in parsed.node_last_iter}
+        if len(iters) < 2:
+            return
         median = statistics.median(iters.values())
         out.behind = {n: int(median - i) for n, i in iters.items()}
-    return out
+        out.last_iter = dict(iters)
+    out.median_iter = median
 
 
 def _evidence(f: JobFindings, node: str | None, limit: float) -> list[str]:
@@ -102,7 +136,10 @@ def _evidence(f: JobFindings, node: str | None, limit: float) -> list[str]:
             parts.append(f"silent {f.silence[node]:.0f} s before the job's last line"
                          if f.silence[node] >= limit else "kept logging to the end")
         if f.behind.get(node, 0) > 0:
-            parts.append(f"{f.behind[node]} iteration(s) behind the others")
+            files = sorted(f.lagging.get(node, []))
+            which = f" ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''})" if files else ""
+            parts.append(f"{f.behind[node]} iteration(s) behind the others{which}: last iteration "
+                         f"{f.last_iter[node]}, median {f.median_iter:g}")
         if node not in f.peer_nodes:
             parts.append("reported no timeout itself")
         lines.append("; ".join(parts))
@@ -120,7 +157,8 @@ def _suspect(f: JobFindings, when: dict[str, Any], limit: float) -> tuple[bool, 
     if when.get("no_line_root") and f.line_roots:
         return False, None
     if when.get("all_nodes"):
-        quiet = [x for x in f.nodes if f.silence.get(x, 0.0) >= limit or f.behind.get(x, 0) > 0]
+        lag = when.get("max_behind", 1)
+        quiet = [x for x in f.nodes if f.silence.get(x, 0.0) >= limit or f.behind.get(x, 0) > lag]
         return set(f.nodes) <= f.peer_nodes and not quiet, None
     need = when.get("min_peer_fraction", 0.8)
     if when.get("lone_node"):
@@ -129,8 +167,9 @@ def _suspect(f: JobFindings, when: dict[str, Any], limit: float) -> tuple[bool, 
             return False, None
         return (n - 1) and len(f.peer_nodes) / (n - 1) >= need, missing[0]
     if "behind_iterations" in when:
-        slow = [x for x in f.nodes if f.behind.get(x, 0) >= when["behind_iterations"]
-                and f.silence.get(x, 0.0) < limit]
+        # its own lines after the stall (a lost peer, the launcher) often carry no stamp, so a
+        # straggler may look silent: being behind is what names it
+        slow = [x for x in f.nodes if f.behind.get(x, 0) >= when["behind_iterations"]]
         if len(slow) != 1:
             return False, None
         others = set(f.nodes) - {slow[0]}

@@ -47,7 +47,8 @@ def test_straggler_keeps_logging_but_is_behind() -> None:
     job = _job(NODES, NODES, {n: END for n in NODES}, {"n1": 50, "n2": 50, "n3": 47, "n4": 50})
     found = match_signals(job, MATCHER)
     assert [m.pattern_id for m in found] == ["signal-straggler-node"] and suspect_node(found) == "n3"
-    assert "3 iteration(s) behind" in found[0].evidence[0] and "kept logging" in found[0].evidence[0]
+    assert "3 iteration(s) behind the others: last iteration 47, median 50" in found[0].evidence[0]
+    assert "kept logging" in found[0].evidence[0]
 
 
 def test_every_node_times_out_and_none_is_silent() -> None:
@@ -86,7 +87,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_generated_silent_node_jobs_name_the_right_node_and_history_stays_quiet(suite: Path) -> None:
     rep = evaluate_suite(suite)
-    assert rep["total"]["cases"] == 4 and rep["total"]["right_node"] == 4, rep["wrong"]
+    assert rep["total"]["cases"] == 4 and rep["total"]["right"] == 4, rep["wrong"]
     assert rep["total"]["history"] == 4 and rep["total"]["history_fired"] == 0
 
 
@@ -111,3 +112,31 @@ def test_bench_signals_bad_suite_is_one_line(tmp_path: Path, capsys: pytest.Capt
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot read") and err.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def slow_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("slow")
+    generate_suite(out, cases=6, seed=3, nodes=(4, 6), ranks_per_node=(2, 3), iterations=(24, 36),
+                   history_jobs=1, kinds=["straggler", "fabric_stall"])
+    return out
+
+
+def test_generated_straggler_and_fabric_stall_jobs_get_their_signal(slow_suite: Path) -> None:
+    rep = evaluate_suite(slow_suite)
+    assert rep["kinds"]["straggler"]["right"] == 3 == rep["kinds"]["straggler"]["triage_right"], rep["wrong"]
+    assert rep["kinds"]["fabric_stall"]["right"] == 3, rep["wrong"]
+    assert rep["total"]["history"] == 6 and rep["total"]["history_fired"] == 0
+
+
+def test_one_slow_rank_among_healthy_ones_names_its_node() -> None:
+    names = ["n1", "n1", "n2", "n2", "n3", "n3", "n4", "n4"]
+    files = {f"/j/{n}/rank-{i}.log": n for i, n in enumerate(names)}
+    last = {p: 50 for p in files} | {"/j/n3/rank-5.log": 46}
+    job = _job(NODES, NODES, {n: END for n in NODES}, {n: 50 for n in NODES})
+    job.file_nodes = files
+    job.iterations = {p: [(it - 1, ()), (it, ())] for p, it in last.items()}
+    found = match_signals(job, MATCHER)
+    assert [m.pattern_id for m in found] == ["signal-straggler-node"] and suspect_node(found) == "n3"
+    assert "4 iteration(s) behind the others (rank-5.log)" in found[0].evidence[0]
+
