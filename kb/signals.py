@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from engine.model import CATEGORIES, Match, ParsedJob, TemplateStat
 from kb import KbError
 
 _CONDITIONS = {"lone_node", "all_nodes", "behind_iterations", "min_peer_fraction", "min_nodes",
-               "no_line_root", "max_behind"}
+               "no_line_root", "max_behind", "fewest_peer_lines", "no_own_root", "no_partial_errors"}
 MAX_TIMEOUT_EVIDENCE = 2
 
 
@@ -50,6 +51,15 @@ def load_signals() -> dict[str, Any]:
     return doc
 
 
+@functools.lru_cache(maxsize=1)
+def _exception_res() -> list[re.Pattern[str]]:
+    return [re.compile(p) for p in load_signals().get("exception_lines") or []]
+
+
+def _exception_line(line: str) -> bool:
+    return any(r.search(line) for r in _exception_res())
+
+
 def _ts(value: str | None) -> datetime | None:
     try:
         return datetime.fromisoformat(value[:26]) if value else None
@@ -70,6 +80,9 @@ class JobFindings:
     last_iter: dict[str, int] = field(default_factory=dict)  # node -> its slowest rank file's last iteration
     median_iter: float | None = None  # the job's median last iteration (over rank files, else nodes)
     line_roots: set[str] = field(default_factory=set)  # root-kind line patterns that fired anywhere
+    root_nodes: set[str] = field(default_factory=set)  # nodes where a root-kind line pattern fired
+    peer_counts: dict[str, int] = field(default_factory=dict)  # node -> lines of the widest timeout event
+    partial_errors: list[str] = field(default_factory=list)  # unknown error events on some nodes only
 
 
 def findings(parsed: ParsedJob, matcher: Any, templates: Sequence[TemplateStat] | None = None) -> JobFindings:
@@ -80,10 +93,19 @@ def findings(parsed: ParsedJob, matcher: Any, templates: Sequence[TemplateStat] 
     for t in templates if templates is not None else parsed.templates:
         for line in t.examples or [t.template]:
             found = matcher.scan(line)
-            out.line_roots.update(matcher.patterns[i].id for i in found if matcher.patterns[i].kind == "root")
+            if not found and len(t.nodes) < len(nodes) and t.template not in out.partial_errors \
+                    and _exception_line(line):
+                out.partial_errors.append(t.template)
+            roots = {matcher.patterns[i].id for i in found if matcher.patterns[i].kind == "root"}
+            out.line_roots.update(roots)
+            if roots:
+                out.root_nodes.update(t.nodes)
             hit = {matcher.patterns[i].id for i in found}
             if hit & peers:
                 out.peer_nodes.update(t.nodes)
+                widest = (len(out.peer_counts), sum(out.peer_counts.values()))
+                if (len(t.nodes), sum(t.nodes.values())) > widest:
+                    out.peer_counts = dict(t.nodes)  # the timeout most nodes logged, counted per node
                 if len(out.peer_lines) < MAX_TIMEOUT_EVIDENCE and line not in out.peer_lines:
                     out.peer_lines.append(line)
                 break
@@ -142,6 +164,11 @@ def _evidence(f: JobFindings, node: str | None, limit: float) -> list[str]:
                          f"{f.last_iter[node]}, median {f.median_iter:g}")
         if node not in f.peer_nodes:
             parts.append("reported no timeout itself")
+        elif 0 < f.peer_counts.get(node, 0) < min((c for n, c in f.peer_counts.items() if n != node),
+                                                  default=0):
+            others = sorted({c for n, c in f.peer_counts.items() if n != node})
+            parts.append(f"logged {f.peer_counts[node]} timeout line(s), each other node "
+                         f"{'/'.join(map(str, others))}: one of its ranks stopped without one")
         lines.append("; ".join(parts))
     peers = len(f.peer_nodes - ({node} if node else set()))
     lines.append(f"{peers} of {len(f.nodes) - (1 if node else 0)} other node(s) report a timeout or lost peer"
@@ -156,6 +183,8 @@ def _suspect(f: JobFindings, when: dict[str, Any], limit: float) -> tuple[bool, 
         return False, None
     if when.get("no_line_root") and f.line_roots:
         return False, None
+    if when.get("no_partial_errors") and f.partial_errors:
+        return False, None  # an error no pattern knows, on some nodes only: something happened there
     if when.get("all_nodes"):
         lag = when.get("max_behind", 1)
         quiet = [x for x in f.nodes if f.silence.get(x, 0.0) >= limit or f.behind.get(x, 0) > lag]
@@ -163,9 +192,21 @@ def _suspect(f: JobFindings, when: dict[str, Any], limit: float) -> tuple[bool, 
     need = when.get("min_peer_fraction", 0.8)
     if when.get("lone_node"):
         missing = [x for x in f.nodes if x not in f.peer_nodes]
-        if len(missing) != 1:
+        if len(missing) != 1 or (when.get("no_own_root") and missing[0] in f.root_nodes):
             return False, None
         return (n - 1) and len(f.peer_nodes) / (n - 1) >= need, missing[0]
+    if when.get("fewest_peer_lines"):
+        # every node reports, one node fewer lines than all the others (which agree): one of its
+        # ranks is the one that stopped or fell behind without a timeout of its own
+        counts = {x: f.peer_counts.get(x, 0) for x in f.nodes}
+        low = min(counts.values())
+        lows = [x for x in f.nodes if counts[x] == low]
+        others = {counts[x] for x in f.nodes if x not in lows}
+        if len(lows) != 1 or len(others) != 1 or not 0 < low < min(others):
+            return False, None
+        if when.get("no_own_root") and lows[0] in f.root_nodes:
+            return False, None
+        return True, lows[0]
     if "behind_iterations" in when:
         # its own lines after the stall (a lost peer, the launcher) often carry no stamp, so a
         # straggler may look silent: being behind is what names it
@@ -192,6 +233,8 @@ def match_signals(parsed: ParsedJob, matcher: Any,
                 pattern_id=s["id"], title=s["title"] + (f": {node}" if node else ""), category=s["category"],
                 remediation=" ".join(str(s.get("remediation", "")).split()),
                 evidence=_evidence(f, node, limit), kind=s["kind"])))
+    if any(named == 0 for named, _ in out):  # a node is to blame: not "every rank and none silent"
+        out = [x for x in out if x[0] == 0]
     return [m for _, m in sorted(out, key=lambda x: x[0])]
 
 
