@@ -56,6 +56,11 @@ def _exception_res() -> list[re.Pattern[str]]:
     return [re.compile(p) for p in load_signals().get("exception_lines") or []]
 
 
+def _named(pattern_id: str, names: tuple[str, ...]) -> bool:
+    """Whether an id is one of `names` (an id, or a prefix ending in ``*``)."""
+    return any(pattern_id == n or (n.endswith("*") and pattern_id.startswith(n[:-1])) for n in names)
+
+
 def _exception_line(line: str) -> bool:
     return any(r.search(line) for r in _exception_res())
 
@@ -88,6 +93,7 @@ class JobFindings:
 def findings(parsed: ParsedJob, matcher: Any, templates: Sequence[TemplateStat] | None = None) -> JobFindings:
     """Per-node silence and lag, and where the peer-failure line patterns fired."""
     peers = set(load_signals()["peer_patterns"])
+    ignore = tuple(load_signals().get("own_root_ignore") or ())
     nodes = sorted(parsed.node_counts)
     out = JobFindings(nodes=nodes)
     for t in templates if templates is not None else parsed.templates:
@@ -98,7 +104,7 @@ def findings(parsed: ParsedJob, matcher: Any, templates: Sequence[TemplateStat] 
                 out.partial_errors.append(t.template)
             roots = {matcher.patterns[i].id for i in found if matcher.patterns[i].kind == "root"}
             out.line_roots.update(roots)
-            if roots:
+            if any(not _named(r, ignore) for r in roots):
                 out.root_nodes.update(t.nodes)
             hit = {matcher.patterns[i].id for i in found}
             if hit & peers:
@@ -235,7 +241,14 @@ def match_signals(parsed: ParsedJob, matcher: Any,
                 evidence=_evidence(f, node, limit), kind=s["kind"])))
     if any(named == 0 for named, _ in out):  # a node is to blame: not "every rank and none silent"
         out = [x for x in out if x[0] == 0]
-    return [m for _, m in sorted(out, key=lambda x: x[0])]
+    seen: set[str] = set()
+    kept = []
+    for _, m in sorted(out, key=lambda x: x[0]):
+        node = m.evidence[0] if m.evidence and m.evidence[0].startswith("node ") else None
+        if node is None or node not in seen:  # one signal per node: the first (data order) says it
+            kept.append(m)
+            seen.add(node or "")
+    return kept
 
 
 def suspect_node(matches: Iterable[Match]) -> str | None:

@@ -113,12 +113,16 @@ def test_signal_data_is_checked() -> None:
     assert set(doc["peer_patterns"]) <= ids
 
 
+def _generated(factory: pytest.TempPathFactory, kinds: list[str], cases: int, seed: int) -> Path:
+    out = factory.mktemp("-".join(kinds))
+    generate_suite(out, cases=cases, seed=seed, nodes=(4, 6), ranks_per_node=(2, 3), iterations=(24, 36),
+                   history_jobs=1, kinds=kinds)
+    return out
+
+
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("signals")
-    generate_suite(out, cases=4, seed=7, nodes=(4, 6), ranks_per_node=(2, 2), iterations=(20, 30),
-                   history_jobs=1, kinds=["node_hang", "node_crash"])
-    return out
+    return _generated(tmp_path_factory, ["node_hang", "node_crash"], 4, 7)
 
 
 def test_generated_silent_node_jobs_name_the_right_node_and_history_stays_quiet(suite: Path) -> None:
@@ -152,10 +156,7 @@ def test_bench_signals_bad_suite_is_one_line(tmp_path: Path, capsys: pytest.Capt
 
 @pytest.fixture(scope="module")
 def slow_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("slow")
-    generate_suite(out, cases=6, seed=3, nodes=(4, 6), ranks_per_node=(2, 3), iterations=(24, 36),
-                   history_jobs=1, kinds=["straggler", "fabric_stall"])
-    return out
+    return _generated(tmp_path_factory, ["straggler", "fabric_stall"], 6, 3)
 
 
 def test_generated_straggler_and_fabric_stall_jobs_get_their_signal(slow_suite: Path) -> None:
@@ -176,3 +177,15 @@ def test_one_slow_rank_among_healthy_ones_names_its_node() -> None:
     assert [m.pattern_id for m in found] == ["signal-straggler-node"] and suspect_node(found) == "n3"
     assert "4 iteration(s) behind the others (rank-5.log)" in found[0].evidence[0]
 
+
+
+@pytest.mark.parametrize("case", ["straggler-ddp-1", "straggler-megatron-2"])
+def test_real_straggler_logs_name_the_slow_ranks_node(case: str) -> None:
+    from engine.parse import parse_jobs
+
+    d = Path(__file__).parents[1] / "fixtures" / "realrun" / case
+    truth = json.loads((d / "truth.json").read_text())
+    found = match_signals(parse_jobs([d / "failed"])[0], MATCHER)
+    assert [m.pattern_id for m in found] == ["signal-quiet-rank-peers-time-out"]
+    assert suspect_node(found) == truth["faulty_nodes"][0]
+    assert any("Timed out waiting" in e for e in found[0].evidence)
