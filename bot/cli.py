@@ -87,11 +87,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import random
 
     from bot.triage import TriageRequest, triage
-    from engine.bench.generate import FAULT_KINDS, generate_case
+    from engine.bench.generate import FAULT_KINDS, OPT_IN_KINDS, generate_case
     from kb.db import is_in_memory
 
-    if args.kind not in FAULT_KINDS:
-        return _die(f"--kind {args.kind!r} is not a fault kind; known kinds: {', '.join(FAULT_KINDS)}")
+    if args.kind not in FAULT_KINDS + OPT_IN_KINDS:
+        known = ", ".join(FAULT_KINDS + OPT_IN_KINDS)
+        return _die(f"--kind {args.kind!r} is not a fault kind; known kinds: {known}")
     with _demo_folder(args.keep) as tmp, tempfile.TemporaryDirectory(prefix="l4-demo-kb-") as kb_tmp:
         case = Path(tmp) / "demo-job"
         truth = generate_case(case, args.kind, args.style, random.Random(args.seed), nodes=8,

@@ -201,7 +201,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("out")
     g.add_argument("--cases", type=int, default=48)
     g.add_argument("--seed", type=int, default=1)
-    g.add_argument("--kinds", help="comma-separated fault kinds (default: all)")
+    g.add_argument("--kinds", help="comma-separated fault kinds (default: all but the opt-in straggler "
+                                   "and fabric_stall)")
     g.set_defaults(func=cmd_generate)
     e = bsub.add_parser("eval", help="score L4 and the baselines on labeled cases (generated or real)")
     e.add_argument("cases")

@@ -23,9 +23,10 @@ from pathlib import Path
 import yaml
 
 from engine.bench.job import Job, Truth
+from engine.bench.straggler import Straggle
 from engine.bench.styles import STYLES, TS_FUNCS
 
-__all__ = ["FAULT_KINDS", "STYLES", "generate_case", "generate_large_job", "generate_suite"]
+__all__ = ["FAULT_KINDS", "OPT_IN_KINDS", "STYLES", "generate_case", "generate_large_job", "generate_suite"]
 
 DATA = Path(__file__).parent / "data"
 US = 1_000_000
@@ -38,7 +39,8 @@ def _load(name: str) -> dict:
 
 
 FAULTS: dict = _load("faults.yaml")["kinds"]
-FAULT_KINDS: list[str] = list(FAULTS)
+FAULT_KINDS: list[str] = [k for k in FAULTS if not FAULTS[k].get("opt_in")]  # the default suite's kinds
+OPT_IN_KINDS: list[str] = [k for k in FAULTS if FAULTS[k].get("opt_in")]  # generated only when named
 
 
 def _lines(block: str | None) -> list[str]:
@@ -169,6 +171,7 @@ class _Run:
         self.bulk_bytes = bulk_bytes
         self.profile = profile
         self.it_us = int(self.rng.uniform(2.0, 8.0) * US)
+        self.slow: Straggle | None = None
 
     # -- helpers
     def stage(self, entries: list, t: int, extra: dict | None = None) -> int:
@@ -259,11 +262,16 @@ class _Run:
             f_it, its = it0, range(it0, it0 + 1)
             p["it"] = f_it
         nan_from = p.get("first_bad") if p else None
+        if self.spec and self.spec.get("special") == "straggler" and not self.bulk_bytes:
+            self.slow = Straggle(self, self.spec["slowdown"], f_it, start)
         for it in its:
             t += int(self.it_us * rng.uniform(0.95, 1.05))
             if fstage == "training" and it == f_it:
                 return self.fail(t - int(self.it_us * rng.uniform(0.2, 0.8)), it)
-            if nan_from is not None and it >= nan_from:
+            slow_t = self.slow.step(it, t) if self.slow else None
+            if slow_t is not None:
+                t = slow_t
+            elif nan_from is not None and it >= nan_from:
                 self.nans += 1
                 self.skipped += 1
                 self.nan_progress(it, t)
@@ -272,7 +280,7 @@ class _Run:
                 self.iteration(it, t, self.it_vals(it))
             self.noise_at("training", t, it)
             self.noise_at("warmup", t, it)
-            if it % self.V["save_interval"] == 0:
+            if it % self.V["save_interval"] == 0 and not (self.slow and self.slow.onset <= it):
                 t += rng.randrange(2, 10) * US
                 if fstage == "checkpointing" and it == p["ckpt_it"]:
                     self.stage(N["checkpoint"][:1], t, {"it": it})
@@ -310,6 +318,12 @@ class _Run:
             peer = {"peer_ip": self.V["node_vars"][p["node"]]["ip"], "peer_rank": faulty[0]}
             t = self.cascade("remote_exit" if torch else "nccl_timeout", t + rng.randrange(1, 20) * US, peer)
             return self.agent(t, {}, 1, 1 if torch else -6)
+        if special == "straggler" and self.slow:
+            return self.slow.finish(t)
+        if special == "stall":
+            t = self.cascade("nccl_timeout", t + self.V["timeout_ms"] * 1000,
+                             {"peer_rank": rng.randrange(job.world)}, hang=True)
+            return self.agent(t + rng.randrange(1, 5) * US, {}, -6, -6)
         if special == "hang":
             job.dead |= set(faulty)
             self.cascade("nccl_timeout", t + self.V["timeout_ms"] * 1000, {"peer_rank": faulty[0]}, hang=True)
@@ -565,7 +579,7 @@ def generate_case(case_dir: Path, kind: str, style: str, rng: random.Random, *, 
                    {"job_id": f"{case_dir.name}-h{h}", "status": "succeeded", "settings": settings})
     truth = {"case_id": case_dir.name, "kind": kind, "category": spec["category"], "style": style,
              "faulty_nodes": [names[plan["node"]]] if spec["faulty_node"] else [],
-             "stage": plan["stage"], "iteration": plan.get("first_bad", plan.get("it"))
+             "stage": plan["stage"], "iteration": plan.get("stuck_it", plan.get("first_bad", plan.get("it")))
              if plan["stage"] != "checkpointing" else plan["ckpt_it"] + 1}
     truth.update(run.truth.export())
     truth["noisy_node"] = names[noisy_node]

@@ -47,7 +47,8 @@ def test_straggler_keeps_logging_but_is_behind() -> None:
     job = _job(NODES, NODES, {n: END for n in NODES}, {"n1": 50, "n2": 50, "n3": 47, "n4": 50})
     found = match_signals(job, MATCHER)
     assert [m.pattern_id for m in found] == ["signal-straggler-node"] and suspect_node(found) == "n3"
-    assert "3 iteration(s) behind" in found[0].evidence[0] and "kept logging" in found[0].evidence[0]
+    assert "3 iteration(s) behind the others: last iteration 47, median 50" in found[0].evidence[0]
+    assert "kept logging" in found[0].evidence[0]
 
 
 def test_every_node_times_out_and_none_is_silent() -> None:
@@ -61,6 +62,41 @@ def test_every_node_times_out_and_none_is_silent() -> None:
     assert match_signals(with_root, MATCHER) == []  # a line names the root: no job-wide signal
 
 
+GLOO = ("[default1]:[rank5]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+        "unbound_buffer.cc:78] Timed out waiting 8000ms for recv operation to complete")
+
+
+def test_one_rank_without_a_timeout_names_its_node() -> None:
+    # two ranks per node log the gloo timeout twice each, but on n2 only one rank does
+    tpl = TemplateStat(template="RuntimeError: [<*>:<*>] Timed out waiting <*> for <*> operation to complete",
+                       count=14, nodes={"n1": 4, "n2": 2, "n3": 4, "n4": 4}, examples=[GLOO])
+    job = ParsedJob(job_id="j", templates=[tpl], node_counts={n: {0: 1} for n in NODES},
+                    node_last_ts={n: END for n in NODES})
+    found = match_signals(job, MATCHER)
+    assert [m.pattern_id for m in found] == ["signal-quiet-rank-peers-time-out"]
+    assert suspect_node(found) == "n2"
+    assert "logged 2 timeout line(s), each other node 4" in found[0].evidence[0]
+    even = ParsedJob(job_id="j", templates=[TemplateStat(template=tpl.template, count=16, examples=[GLOO],
+                                                         nodes=dict.fromkeys(NODES, 4))],
+                     node_counts={n: {0: 1} for n in NODES}, node_last_ts={n: END for n in NODES})
+    assert [m.pattern_id for m in match_signals(even, MATCHER)] == ["signal-all-ranks-time-out"]
+
+
+def test_a_node_with_an_error_of_its_own_is_not_the_silent_one() -> None:
+    oom = TemplateStat(template="torch.OutOfMemoryError: CUDA out of memory <*>", count=1, nodes={"n3": 1},
+                       examples=["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"])
+    job = _job(NODES, ["n1", "n2", "n4"], {n: END for n in NODES}, {n: 50 for n in NODES}, [oom])
+    assert match_signals(job, MATCHER) == []
+
+
+def test_an_unknown_exception_on_some_nodes_keeps_the_job_wide_signal_quiet() -> None:
+    exc = TemplateStat(template="ValueError: Failed to read the checkpoint file <*>", count=2,
+                       nodes={"n2": 2},
+                       examples=["ValueError: Failed to read the checkpoint file /ckpt/rank_3.ckpt"])
+    job = _job(NODES, NODES, {n: END for n in NODES}, {n: 50 for n in NODES}, [exc])
+    assert match_signals(job, MATCHER) == []
+
+
 def test_no_signal_without_timeouts_or_with_two_silent_nodes() -> None:
     quiet = _job(NODES, [], {n: END for n in NODES}, {n: 50 for n in NODES})
     assert match_signals(quiet, MATCHER) == []
@@ -70,23 +106,28 @@ def test_no_signal_without_timeouts_or_with_two_silent_nodes() -> None:
 
 def test_signal_data_is_checked() -> None:
     doc = load_signals()
-    assert {s["id"] for s in doc["signals"]} == {"signal-silent-node-peers-time-out", "signal-straggler-node",
-                                                 "signal-all-ranks-time-out"}
+    assert {s["id"] for s in doc["signals"]} == {
+        "signal-silent-node-peers-time-out", "signal-straggler-node", "signal-quiet-rank-peers-time-out",
+        "signal-all-ranks-time-out"}
     ids = {p["id"] for p in library.builtin_patterns()}
     assert set(doc["peer_patterns"]) <= ids
 
 
+def _generated(factory: pytest.TempPathFactory, kinds: list[str], cases: int, seed: int) -> Path:
+    out = factory.mktemp("-".join(kinds))
+    generate_suite(out, cases=cases, seed=seed, nodes=(4, 6), ranks_per_node=(2, 3), iterations=(24, 36),
+                   history_jobs=1, kinds=kinds)
+    return out
+
+
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("signals")
-    generate_suite(out, cases=4, seed=7, nodes=(4, 6), ranks_per_node=(2, 2), iterations=(20, 30),
-                   history_jobs=1, kinds=["node_hang", "node_crash"])
-    return out
+    return _generated(tmp_path_factory, ["node_hang", "node_crash"], 4, 7)
 
 
 def test_generated_silent_node_jobs_name_the_right_node_and_history_stays_quiet(suite: Path) -> None:
     rep = evaluate_suite(suite)
-    assert rep["total"]["cases"] == 4 and rep["total"]["right_node"] == 4, rep["wrong"]
+    assert rep["total"]["cases"] == 4 and rep["total"]["right"] == 4, rep["wrong"]
     assert rep["total"]["history"] == 4 and rep["total"]["history_fired"] == 0
 
 
@@ -111,3 +152,40 @@ def test_bench_signals_bad_suite_is_one_line(tmp_path: Path, capsys: pytest.Capt
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot read") and err.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def slow_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _generated(tmp_path_factory, ["straggler", "fabric_stall"], 6, 3)
+
+
+def test_generated_straggler_and_fabric_stall_jobs_get_their_signal(slow_suite: Path) -> None:
+    rep = evaluate_suite(slow_suite)
+    assert rep["kinds"]["straggler"]["right"] == 3 == rep["kinds"]["straggler"]["triage_right"], rep["wrong"]
+    assert rep["kinds"]["fabric_stall"]["triage_right"] == 3, rep["wrong"]  # history filters benign errors
+    assert rep["total"]["history"] == 6 and rep["total"]["history_fired"] == 0
+
+
+def test_one_slow_rank_among_healthy_ones_names_its_node() -> None:
+    names = ["n1", "n1", "n2", "n2", "n3", "n3", "n4", "n4"]
+    files = {f"/j/{n}/rank-{i}.log": n for i, n in enumerate(names)}
+    last = {p: 50 for p in files} | {"/j/n3/rank-5.log": 46}
+    job = _job(NODES, NODES, {n: END for n in NODES}, {n: 50 for n in NODES})
+    job.file_nodes = files
+    job.iterations = {p: [(it - 1, ()), (it, ())] for p, it in last.items()}
+    found = match_signals(job, MATCHER)
+    assert [m.pattern_id for m in found] == ["signal-straggler-node"] and suspect_node(found) == "n3"
+    assert "4 iteration(s) behind the others (rank-5.log)" in found[0].evidence[0]
+
+
+
+@pytest.mark.parametrize("case", ["straggler-ddp-1", "straggler-megatron-2"])
+def test_real_straggler_logs_name_the_slow_ranks_node(case: str) -> None:
+    from engine.parse import parse_jobs
+
+    d = Path(__file__).parents[1] / "fixtures" / "realrun" / case
+    truth = json.loads((d / "truth.json").read_text())
+    found = match_signals(parse_jobs([d / "failed"])[0], MATCHER)
+    assert [m.pattern_id for m in found] == ["signal-quiet-rank-peers-time-out"]
+    assert suspect_node(found) == truth["faulty_nodes"][0]
+    assert any("Timed out waiting" in e for e in found[0].evidence)

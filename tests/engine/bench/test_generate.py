@@ -1,6 +1,7 @@
 import gzip
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,32 @@ def test_unique_tokens_profile_makes_every_bulk_line_distinct_but_few_keys(tmp_p
     assert len(set(lines)) > 0.95 * len(lines)
     assert sum(b"0x" in ln for ln in lines) > len(lines) / 3  # pointers, comm ids, object reprs
     assert len(scan_file(f).keys) < 80
+
+
+def test_opt_in_kinds_are_generated_only_when_named(tmp_path: Path) -> None:
+    from engine.bench.generate import OPT_IN_KINDS
+
+    assert {"straggler", "fabric_stall"} <= set(OPT_IN_KINDS) and not set(OPT_IN_KINDS) & set(FAULT_KINDS)
+    index = generate_suite(tmp_path / "s", 3, seed=1, **SMALL, kinds=["straggler"])
+    assert len(index) == 3
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_straggler_falls_behind_then_the_others_time_out(tmp_path: Path, style: str) -> None:
+    d = tmp_path / style
+    truth = generate_case(d, "straggler", style, random.Random("slow" + style), nodes=4, ranks_per_node=2,
+                          iterations=30, history_jobs=1)
+    assert truth["kind"] == "straggler" and truth["category"] == "hardware/node"
+    assert truth["stage"] == "training"
+    (node,) = truth["faulty_nodes"]
+    watchdog = [ln for e in truth["indicating"] for ln in e["lines"]]
+    assert watchdog and all(node not in ln for ln in watchdog)  # the slow ranks print no watchdog timeout
+    step = re.compile(r"(?:iteration|step[=:]?) ?(\d+)")
+    last = {}
+    for p in (d / "failed").rglob("rank-*.log*"):
+        its = [int(m.group(1)) for ln in _read(p).split("\n") for m in [step.search(ln)] if m]
+        last[p.parent.name, p.name] = max(its)
+    slow = min(last.values())
+    assert slow == truth["iteration"] - 1  # the slow ranks never finish the step the truth names
+    assert max(last.values()) - slow >= 1
+    assert {k[0] for k, v in last.items() if v == slow} == {node}
