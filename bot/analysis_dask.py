@@ -81,16 +81,13 @@ class DaskRunner:
         try:
             self._client()
         except _Lost as exc:
-            log.warning("%s (analyses will %s)", exc, "run on this machine" if self.local else "wait for it")
+            log.warning("%s (analyses will %s)", exc, "run on this machine" if self.local
+                        else "end with one line until it is back")
 
     def close(self) -> None:
         with self._lock:
             executor, self._executor = self._executor, None
-        if executor is not None:
-            try:
-                executor.close()
-            except Exception:  # noqa: BLE001 - a client of a gone scheduler may fail to close
-                log.debug("closing the Dask client failed", exc_info=True)
+        _close(executor)
 
     def _client(self) -> Any:
         """The client, (re)connected when it is not running (the scheduler restarted). One thread
@@ -99,11 +96,7 @@ class DaskRunner:
             if self._executor is not None and self._executor.client.status == "running":
                 return self._executor.client
             old, self._executor = self._executor, None
-            if old is not None:
-                try:
-                    old.close()
-                except Exception:  # noqa: BLE001 - a client of a gone scheduler may fail to close
-                    log.debug("closing the old Dask client failed", exc_info=True)
+            _close(old)
             try:
                 self._executor = DaskExecutor(self.address,
                                               connect_timeout=self.settings.dask_connect_timeout)
@@ -205,3 +198,12 @@ class DaskRunner:
             return self.local.run(local, left, events, stop)
         finally:
             self._local_slots.release()
+
+
+def _close(executor: DaskExecutor | None) -> None:
+    if executor is None:
+        return
+    try:
+        executor.close()
+    except Exception:  # noqa: BLE001 - a client of a gone scheduler may fail to close
+        log.debug("closing the Dask client failed", exc_info=True)

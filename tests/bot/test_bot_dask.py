@@ -13,11 +13,10 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from distributed.core import Status  # noqa: E402
-from sqlmodel import select  # noqa: E402
 
-from kb import db as kbdb  # noqa: E402
 from kb.models import BotRequest, DiagnosisRecord  # noqa: E402
 from tests.bot.slack.conftest import FAULT  # noqa: E402
+from tests.bot.test_bot_faults import _rows  # noqa: E402
 from tests.helpers.jobs import make_job  # noqa: E402
 from tests.helpers.slack_bot import BotHarness, thread_answer  # noqa: E402
 from tests.helpers.slack_requests import message_event  # noqa: E402
@@ -91,15 +90,6 @@ def _most_at_once(spans: list[dict], start: str, end: str) -> int:
     return most
 
 
-def _rows(db: Path, table):
-    engine = kbdb.make_engine(f"sqlite:///{db}")
-    try:
-        with kbdb.session(engine) as s:
-            return list(s.exec(select(table)))
-    finally:
-        engine.dispose()
-
-
 def _summaries(bot: BotHarness, channel: str) -> list:
     return [c for c in bot.slack.calls_to("chat.update") if c.params.get("channel") == channel
             and "l4_confirm" in str(c.params.get("blocks"))]
@@ -131,9 +121,9 @@ def test_ten_requests_at_once_are_all_in_flight_on_the_cluster(cluster, client, 
     # behind another); on the workers they overlapped as far as their ten threads let them
     assert _most_at_once(spans, "submitted", "answered") == JOBS
     assert _most_at_once(spans, "started", "finished") > 1
-    threads_answered = {str(d.slack_thread_ts) for d in _rows(tmp_path / "kb.db", DiagnosisRecord)}
+    threads_answered = {str(d.slack_thread_ts) for d in _rows(tmp_path, DiagnosisRecord)}
     assert threads_answered == set(threads.values())
-    assert {r.state for r in _rows(tmp_path / "kb.db", BotRequest)} == {"done"}
+    assert {r.state for r in _rows(tmp_path, BotRequest)} == {"done"}
 
 
 def test_past_the_budget_the_future_is_cancelled(cluster, client, log_root, tmp_path):
@@ -145,7 +135,7 @@ def test_past_the_budget_the_future_is_cancelled(cluster, client, log_root, tmp_
         line = bot.wait_update_containing("stopped after 1.5 s", timeout=30)
         assert "job-0001" in str(line.params)
         _wait(lambda: _analyses_on_scheduler(client) == 0, 30, "the cancelled task to leave the scheduler")
-    assert _rows(tmp_path / "kb.db", DiagnosisRecord) == []
+    assert _rows(tmp_path, DiagnosisRecord) == []
 
 
 def test_an_unreachable_scheduler_is_one_line_and_the_request_stays_queued(log_root, tmp_path):
@@ -156,9 +146,9 @@ def test_an_unreachable_scheduler_is_one_line_and_the_request_stays_queued(log_r
         assert "Dask scheduler tcp://127.0.0.1:9 unreachable" in text and "\n" not in text
         assert "resumes when the bot restarts" in text
         assert bot.services.diagnoser.wait_idle(10)
-    rows = _rows(tmp_path / "kb.db", BotRequest)
+    rows = _rows(tmp_path, BotRequest)
     assert [r.state for r in rows] == ["queued"]  # the next start resumes it
-    assert _rows(tmp_path / "kb.db", DiagnosisRecord) == []
+    assert _rows(tmp_path, DiagnosisRecord) == []
 
 
 def test_a_scheduler_lost_mid_analysis_falls_back_to_this_machine(log_root, tmp_path, caplog):
@@ -181,4 +171,4 @@ def test_a_scheduler_lost_mid_analysis_falls_back_to_this_machine(log_root, tmp_
         own.close()
     assert any("connection was lost mid-analysis" in r.getMessage() and "on this machine instead"
                in r.getMessage() for r in caplog.records)
-    assert len(_rows(tmp_path / "kb.db", DiagnosisRecord)) == 1
+    assert len(_rows(tmp_path, DiagnosisRecord)) == 1
