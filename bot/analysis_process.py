@@ -67,7 +67,15 @@ class Stopped:
     """The bot stopped the analysis (it is shutting down)."""
 
 
-Outcome = Stored | Refused | Failed | Died | TimedOut | Stopped
+@dataclass(frozen=True)
+class Unreachable:
+    """The Dask cluster the analysis was sent to cannot be used, and there is no local fallback
+    (``bot.analysis_dask``); the request stays resumable."""
+
+    reason: str
+
+
+Outcome = Stored | Refused | Failed | Died | TimedOut | Stopped | Unreachable
 
 
 class Events(Protocol):
@@ -78,7 +86,7 @@ class Events(Protocol):
     def files(self, done: int, total: int, bytes_done: int) -> None: ...
 
 
-def _quietly(events: Events, kind: str, args: tuple) -> None:
+def quietly(events: Events, kind: str, args: tuple) -> None:
     try:
         getattr(events, kind)(*args)
     except Exception:  # noqa: BLE001 - progress is best effort; it never ends an analysis
@@ -90,6 +98,7 @@ class InlineRunner:
     bot's open knowledge base ``engine``."""
 
     budgeted = False
+    slots: int | None = None  # the bot's L4_WORKERS threads run it
 
     def __init__(self, run_triage: Callable[..., Any], engine: Any = None) -> None:
         self.run_triage = run_triage
@@ -98,13 +107,16 @@ class InlineRunner:
     def warm(self) -> None:
         return
 
+    def close(self) -> None:
+        return
+
     def run(self, fields: dict[str, Any], budget: float, events: Events, stop: threading.Event) -> Outcome:
         from bot.triage import TriageRequest
 
         req = TriageRequest(**fields, engine=self.engine)
 
         def on(kind: str) -> Callable[..., None]:
-            return lambda *args: _quietly(events, kind, args)
+            return lambda *args: quietly(events, kind, args)
         try:
             result = self.run_triage(req, progress=on("files"), on_phase=on("phase"), on_fetch=on("fetched"))
         except (JobError, KbError, ConfigError) as exc:
@@ -120,6 +132,7 @@ class ProcessRunner:
     itself never imports the engine: ``fields`` are those of a ``bot.triage.TriageRequest``."""
 
     budgeted = True
+    slots: int | None = None  # the bot's L4_WORKERS threads run it
 
     def __init__(self) -> None:
         self._ctx = multiprocessing.get_context("forkserver")
@@ -131,6 +144,9 @@ class ProcessRunner:
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+
+    def close(self) -> None:
+        return  # each analysis' process ends with its run
 
     def run(self, fields: dict[str, Any], budget: float, events: Events, stop: threading.Event) -> Outcome:
         receiver, sender = self._ctx.Pipe(duplex=False)
@@ -158,7 +174,7 @@ class ProcessRunner:
                     child.join(5)
                     return Died(_exit_reason(child.exitcode))
                 if kind in ("phase", "fetched", "files"):
-                    _quietly(events, kind, tuple(args))
+                    quietly(events, kind, tuple(args))
                 elif kind == "stored":
                     return Stored(int(args[0]))
                 elif kind == "refused":

@@ -139,6 +139,7 @@ class Settings:
     dask_scheduler: str | None = None
     dask_fallback: str | None = None  # "local": use this machine when the cluster cannot be used
     dask_connect_timeout: float = 10.0  # seconds to reach the scheduler
+    dask_max_analyses: int = 16  # with a scheduler: the bot's analyses in flight on the cluster at once
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -181,4 +182,5 @@ class Settings:
             dask_scheduler=os.environ.get("L4_DASK_SCHEDULER") or None,
             dask_fallback=_choice("L4_DASK_FALLBACK", ("local",)),
             dask_connect_timeout=_positive("L4_DASK_CONNECT_TIMEOUT", 10.0, float),
+            dask_max_analyses=int(_positive("L4_DASK_MAX_ANALYSES", 16)),
         )

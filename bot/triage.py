@@ -5,8 +5,8 @@ match the remaining events against the knowledge base's patterns → store the d
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,10 +17,9 @@ from bot.cluster import parse_on_cluster
 from bot.config import Settings
 from bot.resolve import ResolvedJob, resolve
 from bot.sources.jobids import is_safe_job_id
-from engine.diagnose import analyze
-from engine.filter import candidate_events, normal_pool
-from engine.ingest import JobError, JobSpec, discover
-from engine.model import Diagnosis
+from engine.ingest import JobSpec, discover
+from engine.job_analysis import JobAnalysis, analyse_job
+from engine.model import Diagnosis, ParsedJob
 from engine.parse import Progress
 from kb import db as kbdb
 from kb import diagnoses, pools
@@ -77,6 +76,64 @@ def _discover(resolved: ResolvedJob) -> JobSpec:
     return discover(resolved.path, confine=resolved.confine)
 
 
+@dataclass
+class Prepared:
+    """A job resolved and ready to analyse: its folders (held until released), the history's, and
+    the knowledge base's normal pool for its family."""
+
+    resolved: ResolvedJob
+    job: JobSpec
+    history: list[JobSpec]
+    pool: list[str]
+
+
+@contextmanager
+def prepared(req: TriageRequest, settings: Settings, engine: Engine,
+             on_fetch: Callable[[int, int | None], None] | None = None) -> Iterator[Prepared]:
+    """Resolve `req.job` and its history (remote ones fetched into the cache, held there until the
+    block ends: not evicted nor rewritten while they are parsed) and read the normal pool."""
+    with ExitStack() as held:
+        resolved = held.enter_context(resolve(req.job, settings=settings, local_paths=req.local_paths,
+                                              progress=on_fetch))
+        job = _discover(resolved)
+        if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
+            job.settings = dict(resolved.report["settings"])  # the report knows the job family
+        history = [_discover(held.enter_context(resolve(h, settings=settings, local_paths=req.local_paths,
+                                                        progress=on_fetch)))
+                   for h in req.history]
+        with kbdb.session(engine) as s:
+            pool = sorted(pools.normal_templates(s, job.settings))
+        yield Prepared(resolved, job, history, pool)
+
+
+def conclude(req: TriageRequest, prep: Prepared, analysis: JobAnalysis, engine: Engine,
+             phase: Callable[[str], None]) -> TriageResult:
+    """Match the analysis against the knowledge base's patterns and store the diagnosis (with the
+    bot's request, when there is one, in the same transaction)."""
+    diagnosis = analysis.diagnosis
+    diagnosis.report = prep.resolved.report
+    diagnosis.job_id, diagnosis.job_label = job_identity(prep.resolved, analysis.evidence.job_id)
+    with kbdb.session(engine) as s:
+        if not req.no_match:
+            phase("matching")
+            matcher = load_matcher(s)
+            roots = [m for m in matcher.match_templates(analysis.fresh) if m.kind == "root"]
+            if not roots:  # a fault without an error line of its own: the per-node signals
+                roots = match_signals(analysis.evidence, matcher, analysis.fresh)
+            if roots:
+                diagnosis.matches = roots
+                diagnosis.status = "matched"
+        phase("storing")
+        diagnosis_id = diagnoses.store(s, diagnosis, prep.job.settings, requested_at=req.requested_at,
+                                       slack_channel=req.slack_channel, slack_thread_ts=req.slack_thread_ts)
+        if req.bot_request_id is not None:
+            from kb import requests as bot_requests
+
+            bot_requests.set_diagnosis(s, req.bot_request_id, diagnosis_id)
+        s.commit()
+    return TriageResult(diagnosis=diagnosis, diagnosis_id=diagnosis_id, job_path=prep.job.root)
+
+
 def triage(req: TriageRequest, progress: Progress | None = None,
            on_phase: Callable[[str], None] | None = None,
            on_fetch: Callable[[int, int | None], None] | None = None) -> TriageResult:
@@ -89,54 +146,18 @@ def triage(req: TriageRequest, progress: Progress | None = None,
     phase("resolving")
     settings = req.settings or Settings.from_env()
     engine = req.engine if req.engine is not None else kbdb.open_db(req.database_url)
-    try:
-        with ExitStack() as held:  # cached remote jobs stay held (not evicted nor rewritten) until parsed
-            resolved = held.enter_context(resolve(req.job, settings=settings, local_paths=req.local_paths,
-                                                  progress=on_fetch))
-            job = _discover(resolved)
-            if not job.settings and resolved.report and isinstance(resolved.report.get("settings"), dict):
-                job.settings = dict(resolved.report["settings"])  # the report knows the job family
-            history = [_discover(held.enter_context(resolve(h, settings=settings, local_paths=req.local_paths,
-                                                            progress=on_fetch)))
-                       for h in req.history]
-            with kbdb.session(engine) as s:
-                pool = pools.normal_templates(s, job.settings)
-            phase("parsing")
-            parsed = parse_on_cluster([job, *history], scheduler=req.dask or settings.dask_scheduler,
-                                      fallback=settings.dask_fallback, progress=progress,
-                                      connect_timeout=settings.dask_connect_timeout)
-        failed = parsed[0]
-        if failed.stats.lines == 0:  # nothing to diagnose: bad input, not an empty diagnosis
-            st = failed.stats
-            why = "; ".join((st.unreadable_files + st.empty_or_binary_files)[:2])
-            raise JobError(f"no log lines in {job.root}: its {st.files} file(s) are empty or unreadable"
-                           + (f" ({why})" if why else ""))
-        phase("analyzing")
-        normal = normal_pool(parsed[1:], pool)  # one filter for the engine and the pattern match
-        diagnosis = analyze(failed, parsed[1:], top_nodes=req.top_nodes, pool=normal)
-        diagnosis.report = resolved.report
-        diagnosis.job_id, diagnosis.job_label = job_identity(resolved, failed.job_id)
-        with kbdb.session(engine) as s:
-            if not req.no_match:
-                phase("matching")
-                fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
-                matcher = load_matcher(s)
-                roots = [m for m in matcher.match_templates(fresh) if m.kind == "root"]
-                if not roots:  # a fault without an error line of its own: the per-node signals
-                    roots = match_signals(failed, matcher, fresh)
-                if roots:
-                    diagnosis.matches = roots
-                    diagnosis.status = "matched"
-            phase("storing")
-            diagnosis_id = diagnoses.store(s, diagnosis, job.settings, requested_at=req.requested_at,
-                                           slack_channel=req.slack_channel,
-                                           slack_thread_ts=req.slack_thread_ts)
-            if req.bot_request_id is not None:
-                from kb import requests as bot_requests
 
-                bot_requests.set_diagnosis(s, req.bot_request_id, diagnosis_id)
-            s.commit()
+    def parse(jobs: list[JobSpec]) -> list[ParsedJob]:
+        parsed = parse_on_cluster(jobs, scheduler=req.dask or settings.dask_scheduler,
+                                  fallback=settings.dask_fallback, progress=progress,
+                                  connect_timeout=settings.dask_connect_timeout)
+        phase("analyzing")
+        return parsed
+    try:
+        with prepared(req, settings, engine, on_fetch) as prep:
+            phase("parsing")
+            analysis = analyse_job(prep.job, prep.history, prep.pool, parse=parse, top_nodes=req.top_nodes)
+        return conclude(req, prep, analysis, engine, phase)
     finally:
         if req.engine is None:
             engine.dispose()  # opened here: closed here, failures included
-    return TriageResult(diagnosis=diagnosis, diagnosis_id=diagnosis_id, job_path=job.root)

@@ -6,16 +6,24 @@ same pure function as the local executors, and sends back the per-file result. R
 in input order, so a diagnosis is the same as in-process. A worker lost mid-job is Dask's to handle:
 the scheduler runs its tasks again elsewhere (each task is also retried `retries` times when it
 raises). Dask is imported only when this executor is made.
+
+`analyse_on_worker` is a whole analysis as one task (the bot submits one per request): it runs on a
+worker, parses there (a big job's files fanned out over the cluster from that task) and returns the
+`engine.job_analysis.JobAnalysis`; nothing is written anywhere.
 """
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import CancelledError
 from typing import Any, TypeVar
 
-from engine.ingest import JobError
+from engine.executors import PARALLEL_MIN_BYTES, InProcessExecutor
+from engine.ingest import JobError, JobSpec
+from engine.job_analysis import JobAnalysis, analyse_job
+from engine.model import ParsedJob
+from engine.parse import parse_jobs
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -46,7 +54,7 @@ class DaskExecutor:
             try:
                 client = Client(address, timeout=connect_timeout, set_as_default=False)
             except (OSError, TimeoutError, ValueError) as exc:
-                raise DaskUnavailable(f"Dask scheduler {address} unreachable ({_one_line(exc)})") from None
+                raise DaskUnavailable(f"Dask scheduler {address} unreachable ({one_line(exc)})") from None
         self.client = client
 
     @property
@@ -72,7 +80,7 @@ class DaskExecutor:
         try:
             seen = self.client.run(os.access, path, os.R_OK)
         except (OSError, TimeoutError) as exc:
-            raise DaskUnavailable(f"Dask cluster {self.address or ''} failed ({_one_line(exc)})") from None
+            raise DaskUnavailable(f"Dask cluster {self.address or ''} failed ({one_line(exc)})") from None
         blind = sorted(w for w, ok in seen.items() if not ok)
         if blind:
             more = f" (and {len(blind) - 1} more workers)" if len(blind) > 1 else ""
@@ -86,11 +94,11 @@ class DaskExecutor:
                     batch = self.client.gather(futures[at:at + GATHER])
                 except (OSError, TimeoutError, CancelledError) as exc:
                     raise DaskUnavailable(f"Dask cluster {self.address or ''} failed mid-job "
-                                          f"({_one_line(exc)})") from None
+                                          f"({one_line(exc)})") from None
                 except Exception as exc:
                     if exc.__class__.__name__ != "KilledWorker":
                         raise
-                    raise DaskUnavailable(f"Dask workers kept dying on a task ({_one_line(exc)})") from None
+                    raise DaskUnavailable(f"Dask workers kept dying on a task ({one_line(exc)})") from None
                 yield from batch
         finally:
             self.client.cancel([f for f in futures if not f.done()])
@@ -106,6 +114,21 @@ class DaskExecutor:
         self.close()
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{exc.__class__.__name__}: {text[0][:200]}" if text else exc.__class__.__name__
+
+
+def analyse_on_worker(job: JobSpec, history: Sequence[JobSpec], pool: Sequence[str],
+                      top_nodes: int = 5, *, spread_from: int = PARALLEL_MIN_BYTES) -> JobAnalysis:
+    """`analyse_job` as a Dask task. Its files are scanned in this task when the jobs are small;
+    from `spread_from` bytes on they are fanned out over the cluster (the task leaves its worker
+    thread while it waits, so analyses waiting on scans never hold every thread)."""
+    def parse(jobs: list[JobSpec]) -> list[ParsedJob]:
+        if sum(f.size for j in jobs for f in j.files) < spread_from:
+            return parse_jobs(jobs, executor=InProcessExecutor())
+        from distributed import worker_client
+
+        with worker_client() as client:
+            return parse_jobs(jobs, executor=DaskExecutor(client=client))
+    return analyse_job(job, history, pool, parse=parse, top_nodes=top_nodes)

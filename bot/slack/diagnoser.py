@@ -3,7 +3,8 @@
 ``accept()`` writes the request (a ``bot_request`` row) before Slack is acknowledged: one analysis per
 job at a time, at most MAX_QUEUED queued or running. ``announce()`` posts "Diagnosing …" in the thread
 and hands the row to a worker; ``request()`` does both. A worker takes the row, runs the analysis
-(``bot.analysis_process``: a child process with the L4_ANALYSIS_TIMEOUT budget), and replaces the
+(``bot.analysis_process``: a child process with the L4_ANALYSIS_TIMEOUT budget; ``bot.analysis_dask``: a
+task on the Dask cluster of L4_DASK_SCHEDULER), and replaces the
 progress message with the summary (shorter forms when Slack refuses the long one) or one line saying
 what went wrong. ``resume()`` at start takes over what a stopped or killed bot left: queued rows, and
 running rows of a holder that is gone (delivered if stored, re-run, or ended with "ask again" after
@@ -40,6 +41,7 @@ from bot.analysis_process import (
     Stopped,
     Stored,
     TimedOut,
+    Unreachable,
 )
 from bot.config import Settings
 from bot.plots import diagnosis_pngs
@@ -99,10 +101,13 @@ class Diagnoser:
         self.engine = engine if engine is not None else kbdb.open_db(settings.database_url)
         self.client = client
         self.run_triage = run_triage
-        # bot.triage runs in a child process with a budget; an injected triage (tests) in the thread
-        self.runner = ProcessRunner() if run_triage is None else InlineRunner(run_triage, self.engine)
+        # bot.triage runs in a child process with a budget (on the Dask cluster when one is set);
+        # an injected triage (tests) in the thread
+        self.runner = _runner(settings, self.engine) if run_triage is None else InlineRunner(run_triage,
+                                                                                             self.engine)
         self.inflight = inflight or InFlight()
-        self.pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="l4-diagnose")
+        self.pool = ThreadPoolExecutor(max_workers=self.runner.slots or settings.workers,
+                                       thread_name_prefix="l4-diagnose")
         self.max_queued = max_queued
         self.holder = requests.new_holder()
         self.lease_seconds = settings.lease_seconds or LEASE_SECONDS
@@ -246,6 +251,7 @@ class Diagnoser:
                 s.commit()
         except Exception:  # noqa: BLE001 - they are taken over once the lease runs out
             log.warning("cannot release the queued requests", exc_info=True)
+        self.runner.close()
         with self._lock:
             left = dict(self._active)
             self._active.clear()
@@ -265,6 +271,7 @@ class Diagnoser:
             self.pool.shutdown(wait=True)
             self._stopping.set()
             self._killing.set()  # ends the lease heartbeat
+            self.runner.close()
             return
         self.drain(0)
 
@@ -352,6 +359,13 @@ class Diagnoser:
                 requests.requeue(s, row.id)
                 s.commit()
             return  # drain() tells the thread
+        if isinstance(outcome, Unreachable):  # the cluster is gone: kept queued for the next start
+            with kbdb.session(self.engine) as s:
+                requests.requeue(s, row.id)
+                s.commit()
+            message.final(error_forms(message.label, f"{outcome.reason}; the request is kept and resumes "
+                                                     "when the bot restarts, or ask again"))
+            return
         if isinstance(outcome, Refused):
             self._end(row.id, message, "failed", outcome.reason)
         elif isinstance(outcome, TimedOut):
@@ -450,6 +464,16 @@ class Diagnoser:
             log.warning("cannot attach the plots of %s: %s", _shown(message.label), slack_error(exc))
         except Exception:  # noqa: BLE001 - a plotting bug must not look like a failed diagnosis
             log.exception("plots of %s failed", _shown(message.label))
+
+
+def _runner(settings: Settings, engine: Engine) -> Any:
+    """The analyses' runner: on the Dask cluster when L4_DASK_SCHEDULER is set (bot.analysis_dask:
+    L4_DASK_MAX_ANALYSES threads waiting on futures), else child processes on this machine."""
+    if not settings.dask_scheduler:
+        return ProcessRunner()
+    from bot.analysis_dask import DaskRunner
+
+    return DaskRunner(settings, engine)
 
 
 def requests_get(engine: Engine, request_id: int) -> BotRequest:

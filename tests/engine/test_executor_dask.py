@@ -12,9 +12,10 @@ distributed = pytest.importorskip("distributed")
 from bot.cluster import parse_on_cluster  # noqa: E402
 from engine.bench.generate import generate_case  # noqa: E402
 from engine.diagnose import analyze  # noqa: E402
-from engine.executor_dask import DaskExecutor, DaskUnavailable  # noqa: E402
+from engine.executor_dask import DaskExecutor, DaskUnavailable, analyse_on_worker  # noqa: E402
 from engine.executors import InProcessExecutor  # noqa: E402
-from engine.ingest import RankFile  # noqa: E402
+from engine.ingest import JobError, RankFile, discover  # noqa: E402
+from engine.job_analysis import analyse_job  # noqa: E402
 from engine.parse import parse_jobs  # noqa: E402
 from tests.helpers.dying_worker import scan_or_die_once  # noqa: E402
 
@@ -106,3 +107,29 @@ def test_cli_dask_flag_unreachable_exits_2_with_one_line(cases, tmp_path):
     assert out.returncode == 2
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "unreachable" in lines[0]
+
+
+@pytest.mark.parametrize("spread_from", [0, 1 << 40], ids=["files-over-the-cluster", "in-the-task"])
+def test_a_whole_analysis_as_one_task_is_the_same_as_here(cluster, cases, spread_from):
+    case = cases[0]
+    job = discover(case / "failed")
+    history = [discover(p) for p in sorted(case.iterdir()) if p.name.startswith("history")]
+    here = analyse_job(job, history, [], parse=lambda jobs: parse_jobs(jobs, executor=InProcessExecutor()))
+    with distributed.Client(cluster, set_as_default=False) as client:
+        task = client.submit(analyse_on_worker, job, history, [], spread_from=spread_from, pure=False)
+        there = task.result()
+    for a in (here, there):
+        a.diagnosis.stats.seconds = 0
+    assert json.dumps(there.diagnosis.to_dict(detail=True), sort_keys=True) == \
+        json.dumps(here.diagnosis.to_dict(detail=True), sort_keys=True)
+    assert [t.template for t in there.fresh] == [t.template for t in here.fresh]
+    assert there.evidence.node_last_iter == here.evidence.node_last_iter
+    assert there.started <= there.finished
+
+
+def test_bad_input_in_the_task_is_the_job_error(cluster, tmp_path):
+    (tmp_path / "empty" / "node-0").mkdir(parents=True)
+    (tmp_path / "empty" / "node-0" / "rank-0.log").write_bytes(b"")
+    with distributed.Client(cluster, set_as_default=False) as client, pytest.raises(JobError) as err:
+        client.submit(analyse_on_worker, discover(tmp_path / "empty"), [], [], pure=False).result()
+    assert "no log lines" in str(err.value)
