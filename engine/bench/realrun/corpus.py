@@ -22,12 +22,15 @@ from pathlib import Path
 from engine.bench.realrun.label import label
 from engine.bench.realrun.launch import RunResult, run_job
 from engine.bench.realrun.layout import LogFile, log_files, read_job, write_job
-from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans, kind_spec, plan_run
+from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans, kind_spec, plan_run, split_of
 
 HISTORY = "_history"
-HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1}  # hf runs cost the most (transformers on every rank)
+# hf and lightning runs cost the most (transformers or lightning imported on every rank)
+HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1, "lightning": 1}
 SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "torch-2.13.0-cpu"},
             "megatron": {"model": "gpt-tiny-64", "framework": "megatron", "image": "torch-2.13.0-cpu"},
+            "lightning": {"model": "tinylm-64", "framework": "lightning",
+                          "image": "torch-2.13.0-cpu-lightning"},
             "hf": {"model": "gpt2-tiny", "framework": "hf-trainer", "image": "torch-2.13.0-cpu-transformers"}}
 
 
@@ -76,6 +79,7 @@ def truth_of(plan: RunPlan, files: list[LogFile], ranks: dict[tuple[str, int], i
         "nodes": {n: {"tz": tz, "timestamps": fmt}
                   for n, (tz, fmt) in zip(plan.nodes, plan.clocks, strict=True)},
         "layout": plan.layout, "world_size": len(plan.nodes) * NPROC,
+        "steps": plan.steps, "save_every": plan.save_every, "prefix": plan.prefix, "wave": plan.wave,
         "ranks": {f"{node}/{loc}": r for (node, loc), r in sorted(ranks.items())},
     }
 
@@ -93,7 +97,7 @@ def relabel(root: Path) -> int:
     for case in sorted(p.parent for p in root.glob("*/truth.json")):
         truth = json.loads((case / "truth.json").read_text())
         ranks = {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])): int(v) for k, v in truth["ranks"].items()}
-        truth = truth_of(plan_of(truth), read_job(case / "failed"), ranks, truth["split"])
+        truth = truth_of(plan_of(truth), read_job(case / "failed", ranks), ranks, truth["split"])
         (case / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n")
         n += 1
     return n
@@ -126,7 +130,10 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
     out.mkdir(parents=True, exist_ok=True)
     scratch = scratch or out / ".scratch"
     plans = case_plans(kinds, styles, per_kind)
-    splits = assign_splits({p.name: p.kind or "" for p in plans})
+    # wave 1 (cases -1, -2): a kind's cases alternate between the halves in hash order; wave 2 (-3 on):
+    # each case by the hash of its own name, so growing the corpus never moves an earlier case
+    splits = assign_splits({p.name: p.kind or "" for p in plans if p.wave == 1})
+    splits.update({p.name: split_of(p.name) for p in plans if p.wave == 2})
     if cases:
         unknown = sorted(set(cases) - {p.name for p in plans})
         if unknown:
