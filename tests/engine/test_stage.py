@@ -60,3 +60,57 @@ def test_nothing_that_shows_a_stage_gives_unknown(tmp_path):
         "ValueError: something odd happened here"]
     d = diagnose(_job(tmp_path / "j", {0: failing}))
     assert d.stage == "unknown"
+
+
+def test_a_failure_after_the_third_periodic_save_line_is_checkpointing(tmp_path):
+    # "saving checkpoint to …/step_N" recurs with a rising number like progress, but each one opens
+    # a checkpoint window that its "saved" line closes
+    failing = []
+    for step in range(1, 19):
+        failing.append(f"INFO trainer: step {step}/30 loss=4.{step:02d} lr=1.0e-03")
+        if step % 6 == 0:
+            failing.append(f"INFO trainer: saving checkpoint to /ckpt/step_{step:05d}")
+            if step < 18:
+                failing.append(f"INFO trainer: checkpoint saved: /ckpt/step_{step:05d} (20427 bytes)")
+    failing.append("PermissionError: [Errno 13] Permission denied: '/ckpt/step_00018'")
+    d = diagnose(_job(tmp_path / "j", {0: failing, 1: _healthy(1, 18), 2: _healthy(2, 18)}))
+    assert d.events[0].template.startswith("PermissionError")
+    assert d.stage == "checkpointing"
+
+
+def test_a_launcher_log_that_shows_only_its_rendezvous_takes_the_stage_from_the_peers_tracebacks(tmp_path):
+    root = tmp_path / "j"
+    root.mkdir()
+    (root / "job.json").write_text(json.dumps({"job_id": "j", "status": "failed"}))
+    write_rank(root / "node-1" / "launcher.log", [
+        "Starting elastic_operator with launch configs:",
+        "[default] Rendezvous complete for workers. Result:",
+        "failed (exitcode: -9) local_rank: 1 (pid: 4711) of binary: /usr/bin/python3",
+    ])
+    peer = ["setup done, world_size=8"] + [
+        "Traceback (most recent call last):",
+        '  File "/job/train.py", line 90, in <module>',
+        "    main()",
+        '  File "/job/train.py", line 61, in main',
+        "    loss.backward()",
+        '  File "/usr/lib/python3/site-packages/torch/autograd/__init__.py", line 353, in backward',
+        "    _engine_run_backward(",
+        "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:4242",
+    ]
+    for r in (2, 3):
+        write_rank(root / "node-2" / f"rank-{r}.log", peer)
+    d = diagnose(root)
+    assert d.events[0].template.startswith("failed (exitcode: -")
+    assert d.stage == "training"
+
+
+def test_a_pasted_error_with_its_frames_after_it_and_no_traceback_head(tmp_path):
+    pasted = [
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.01 GiB. GPU 6 has a total "
+        "capacity of 79.33 GiB of which 6.37 GiB is free.",
+        "    self.optimizer = self._configure_zero_optimizer(basic_optimizer)",
+        '  File "/env/site-packages/deepspeed/runtime/engine.py", line 1503, in _configure_zero_optimizer',
+        "    optimizer = DeepSpeedZeroOptimizer(",
+    ]
+    d = diagnose(_job(tmp_path / "j", {0: pasted}))
+    assert d.stage == "model_loading"
