@@ -209,8 +209,11 @@ def _frames(window: Window) -> list[Frame]:
     frames = _frames_back(msgs, at)
     if frames:
         return frames
+    rank = parse_header(window.lines[at]).rank
     for i in range(at + 1, len(msgs)):  # the failure line comes before its traceback (NCCL WARN ...)
         if _TRACEBACK.match(msgs[i]):
+            if parse_header(window.lines[i]).rank not in (None, rank):
+                return []  # another rank's traceback (a launcher's line is followed by its workers')
             end = next((j for j in range(i + 1, len(msgs)) if not _traceback_line(msgs, j)), len(msgs))
             return _frames_back(msgs, end)
     for i in range(at + 1, min(len(msgs), at + 1 + MESSAGE_LINES)):  # a pasted excerpt: frames, no head
