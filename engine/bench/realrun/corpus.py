@@ -100,7 +100,28 @@ def relabel(root: Path) -> int:
         truth = truth_of(plan_of(truth), read_job(case / "failed", ranks), ranks, truth["split"])
         (case / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n")
         n += 1
+    if (root / "cases.json").is_file():
+        write_wave_views(root)
     return n
+
+
+def write_wave_views(root: Path) -> dict[int, int]:
+    """``root/_wave1/`` and ``root/_wave2/``: the cases of each wave as links beside a cases.json of
+    their own, so that `l4 bench eval root/_wave2 --split test,dev` scores the held-out growth alone.
+    Returns the number of cases per wave."""
+    rows = json.loads((root / "cases.json").read_text())
+    waves: dict[int, list[dict]] = {}
+    for row in rows:
+        waves.setdefault(2 if int(row["case_id"].rsplit("-", 1)[1]) >= 3 else 1, []).append(row)
+    for wave, wrows in sorted(waves.items()):
+        view = root / f"_wave{wave}"
+        if view.is_dir():
+            shutil.rmtree(view)
+        view.mkdir()
+        for row in wrows:
+            (view / row["path"]).symlink_to(f"../{row['path']}")
+        (view / "cases.json").write_text(json.dumps(wrows, indent=1) + "\n")
+    return {w: len(r) for w, r in sorted(waves.items())}
 
 
 def write_case(out: Path, plan: RunPlan, res: RunResult, split: str, history: list[Path]) -> dict:
@@ -172,6 +193,8 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
         index_path.write_text(json.dumps(sorted(index.values(), key=lambda r: r["case_id"]), indent=1) + "\n")
         shutil.rmtree(scratch / plan.name, ignore_errors=True)
         say(f"{plan.name}: {res.seconds:.0f} s ({row['split']})")
+    if index:
+        write_wave_views(out)
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     say(f"generated {len(index)} cases in {out} in {time.monotonic() - t_all:.0f} s "
         f"(CPU of the runs: {cpu.ru_utime + cpu.ru_stime:.0f} s)")

@@ -253,3 +253,18 @@ def test_generate_refuses_unknown_cases_before_running_anything(tmp_path):
     with pytest.raises(ValueError, match="no such cases: nope-ddp-1"):
         generate(tmp_path / "out", cases=["nope-ddp-1"])
     assert not (tmp_path / "out" / "_history").exists()
+
+
+def test_wave_views_list_each_waves_cases_beside_the_corpus(tmp_path):
+    from engine.bench.evaluate import case_dirs
+    from engine.bench.realrun.corpus import write_wave_views
+
+    rows = []
+    for name in ("nan_loss-ddp-1", "nan_loss-hf-2", "nan_loss-ddp-3", "nan_loss-lightning-4"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "truth.json").write_text(json.dumps({"case_id": name, "split": "dev"}))
+        rows.append({"case_id": name, "path": name})
+    (tmp_path / "cases.json").write_text(json.dumps(rows))
+    assert write_wave_views(tmp_path) == {1: 2, 2: 2}
+    assert [d.name for d in case_dirs(tmp_path / "_wave2")] == ["nan_loss-ddp-3", "nan_loss-lightning-4"]
+    assert len(case_dirs(tmp_path)) == 4  # the views are not cases of the corpus
