@@ -89,7 +89,7 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
             framed = frames_stage(window)
             if framed is not None:
                 return framed
-            local = log_stage(window) or _sibling_stage(parsed, where[0])
+            local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
     if local is not None and local != "init":
         return local
     # nothing, or only `init`, before the failure: a launcher's own log (its rendezvous lines)
@@ -161,6 +161,21 @@ def failure_hint(template: str) -> str | None:
         if rx.search(template):
             return stage
     return None
+
+
+def _own_stream_stage(window: Window) -> str | None:
+    """What the failing rank's own lines of a shared console show, those listed after the failure
+    included: a launcher tails each rank's stdout and stderr apart, so the stdout a rank wrote
+    before its traceback may come after it; when the rank dies, its output ends."""
+    if not 0 <= window.at < len(window.lines):
+        return None
+    rank = parse_header(window.lines[window.at]).rank
+    if rank is None:
+        return None
+    own = [ln for k, ln in enumerate(window.lines) if k != window.at and parse_header(ln).rank == rank]
+    if not own:
+        return None
+    return log_stage(Window(path=window.path, anchor=len(own), lines=own))
 
 
 def _sibling_stage(parsed: ParsedJob, path: str) -> str | None:

@@ -114,3 +114,24 @@ def test_a_pasted_error_with_its_frames_after_it_and_no_traceback_head(tmp_path)
     ]
     d = diagnose(_job(tmp_path / "j", {0: pasted}))
     assert d.stage == "model_loading"
+
+
+def test_a_rank_whose_stdout_the_console_lists_after_its_traceback(tmp_path):
+    # torchrun tails a rank's stdout and stderr apart: its traceback may come before what it printed
+    root = tmp_path / "j"
+    root.mkdir()
+    (root / "job.json").write_text(json.dumps({"job_id": "j", "status": "failed"}))
+    write_rank(root / "node-1" / "torchrun.log", [
+        "[default0]:[rank0]: Traceback (most recent call last):",
+        '[default0]:[rank0]:   File "/job/train.py", line 195, in <module>',
+        "[default0]:[rank0]:     main()",
+        "[default0]:[rank0]: TypeError: Object of type Tensor is not JSON serializable",
+        "[default1]:[rank1]: RuntimeError: Connection closed by peer [127.0.0.1]:30633",
+        "[default0]:> initializing torch distributed ...",
+        "[default0]:training ...",
+        "[default0]:[after training is done] datetime: 2026-12-01 01:35:48",
+        "W1201 01:35:51.395000 21982 api.py:1028] Sending process 22053 closing signal SIGTERM",
+    ])
+    d = diagnose(root)
+    assert d.events[0].template.startswith("TypeError")
+    assert d.stage == "teardown"
