@@ -12,6 +12,15 @@ def _job(root, lines_by_rank):
     return root
 
 
+def _files_job(root, files):
+    """A failed job of the given files (path inside the job -> lines)."""
+    root.mkdir(parents=True)
+    (root / "job.json").write_text(json.dumps({"job_id": root.name, "status": "failed"}))
+    for rel, lines in files.items():
+        write_rank(root / rel, lines)
+    return root
+
+
 def _healthy(n: int, its: int) -> list[str]:
     return [f"iter {i} fwd 12.{i % 10}ms bwd 30.1ms" for i in range(1, its + 1)] + [
         "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600044"]
@@ -79,14 +88,11 @@ def test_a_failure_after_the_third_periodic_save_line_is_checkpointing(tmp_path)
 
 
 def test_a_launcher_log_that_shows_only_its_rendezvous_takes_the_stage_from_the_peers_tracebacks(tmp_path):
-    root = tmp_path / "j"
-    root.mkdir()
-    (root / "job.json").write_text(json.dumps({"job_id": "j", "status": "failed"}))
-    write_rank(root / "node-1" / "launcher.log", [
+    launcher = [
         "Starting elastic_operator with launch configs:",
         "[default] Rendezvous complete for workers. Result:",
         "failed (exitcode: -9) local_rank: 1 (pid: 4711) of binary: /usr/bin/python3",
-    ])
+    ]
     peer = ["setup done, world_size=8"] + [
         "Traceback (most recent call last):",
         '  File "/job/train.py", line 90, in <module>',
@@ -97,9 +103,8 @@ def test_a_launcher_log_that_shows_only_its_rendezvous_takes_the_stage_from_the_
         "    _engine_run_backward(",
         "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:4242",
     ]
-    for r in (2, 3):
-        write_rank(root / "node-2" / f"rank-{r}.log", peer)
-    d = diagnose(root)
+    d = diagnose(_files_job(tmp_path / "j", {"node-1/launcher.log": launcher, "node-2/rank-2.log": peer,
+                                             "node-2/rank-3.log": peer}))
     assert d.events[0].template.startswith("failed (exitcode: -")
     assert d.stage == "training"
 
@@ -118,10 +123,7 @@ def test_a_pasted_error_with_its_frames_after_it_and_no_traceback_head(tmp_path)
 
 def test_a_rank_whose_stdout_the_console_lists_after_its_traceback(tmp_path):
     # torchrun tails a rank's stdout and stderr apart: its traceback may come before what it printed
-    root = tmp_path / "j"
-    root.mkdir()
-    (root / "job.json").write_text(json.dumps({"job_id": "j", "status": "failed"}))
-    write_rank(root / "node-1" / "torchrun.log", [
+    console = [
         "[default0]:[rank0]: Traceback (most recent call last):",
         '[default0]:[rank0]:   File "/job/train.py", line 195, in <module>',
         "[default0]:[rank0]:     main()",
@@ -131,7 +133,7 @@ def test_a_rank_whose_stdout_the_console_lists_after_its_traceback(tmp_path):
         "[default0]:training ...",
         "[default0]:[after training is done] datetime: 2026-12-01 01:35:48",
         "W1201 01:35:51.395000 21982 api.py:1028] Sending process 22053 closing signal SIGTERM",
-    ])
-    d = diagnose(root)
+    ]
+    d = diagnose(_files_job(tmp_path / "j", {"node-1/torchrun.log": console}))
     assert d.events[0].template.startswith("TypeError")
     assert d.stage == "teardown"
