@@ -36,6 +36,7 @@ PROGRESS_MIN = 3  # occurrences of a line shape with a rising number that make i
 INIT_LINES = 3  # a failure with at most this many lines before it, and no marker, is in init
 TRACEBACK_REACH = 400  # lines searched back from the failure for its traceback's start
 MESSAGE_LINES = 6  # lines an exception's message may take between its traceback and the failure line
+PEER_EVENTS = 3  # the next events whose tracebacks are read when the first one's file shows no stage
 SIBLINGS = 2  # other files of the failing rank's folder read when its own shows no stage
 HEAD_CHARS = 60  # a stage hint this near the start of a line is what the line says it was doing
 _FRAME = re.compile(r'^File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)')
@@ -81,12 +82,56 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
         return UNKNOWN
     eid = event_ids[0]
     where = _failing_file(parsed, eid)
+    local = None
     if where is not None:
         window = read_window(*where)
         if window is not None:
-            local = frames_stage(window) or log_stage(window) or _sibling_stage(parsed, where[0])
-            if local is not None:
-                return local
+            framed = frames_stage(window)
+            if framed is not None:
+                return framed
+            local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
+    if local is not None and local != "init":
+        return local
+    # nothing, or only `init`, before the failure: a launcher's own log (its rendezvous lines)
+    # reporting a rank killed from outside, or a rank that logs nothing after its setup (in
+    # Megatron-LM only the last rank logs iterations). The stage is the one the other ranks were in
+    # at that time: where their tracebacks show them waiting, else their stage markers.
+    peers = _peer_frames_stage(parsed, event_ids[1:1 + PEER_EVENTS])
+    if peers is not None and peers != "init":
+        return peers
+    if local is not None and failure_hint(parsed.templates[eid].template) == "init":
+        return local
+    job = _job_stage(parsed, eid, trust_time)
+    if job is not None and job != "init":
+        return job
+    if local is not None:
+        return local
+    if job is not None:
+        return job
+    hinted = failure_hint(parsed.templates[eid].template)
+    if hinted is not None:
+        return hinted
+    if where is not None and where[1] <= INIT_LINES:
+        return "init"
+    return UNKNOWN
+
+
+def _peer_frames_stage(parsed: ParsedJob, event_ids: list[int]) -> str | None:
+    """The stage the tracebacks of the next events name (the other ranks' errors: where they were
+    waiting when the failing rank stopped answering)."""
+    for eid in event_ids:
+        where = _failing_file(parsed, eid)
+        window = read_window(*where) if where is not None else None
+        found = frames_stage(window) if window is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+def _job_stage(parsed: ParsedJob, eid: int, trust_time: bool) -> str | None:
+    """The stage the other ranks show when event `eid` appears: the stage marker seen last before it
+    by timestamps (when the clocks can be trusted), else in the rank file with the most iterations
+    and stage markers."""
     markers = {
         i: s for i, t in enumerate(parsed.templates)
         if (s := stage_of_template(t.template)) and severity(t.template, t.level) < MARKER_MAX_SEVERITY
@@ -101,15 +146,8 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
     if main is not None and any(m in main[1] for m in markers):
         main_path, main_pos = main
         at = main_pos[eid][0] if eid in main_pos else parsed.file_lines.get(main_path, 0) + 1
-        found = _stage_before(main_pos, at, markers, eid)
-        if found is not None:
-            return found
-    hinted = failure_hint(parsed.templates[eid].template)
-    if hinted is not None:
-        return hinted
-    if where is not None and where[1] <= INIT_LINES:
-        return "init"
-    return UNKNOWN
+        return _stage_before(main_pos, at, markers, eid)
+    return None
 
 
 @lru_cache(maxsize=1)
@@ -123,6 +161,21 @@ def failure_hint(template: str) -> str | None:
         if rx.search(template):
             return stage
     return None
+
+
+def _own_stream_stage(window: Window) -> str | None:
+    """What the failing rank's own lines of a shared console show, those listed after the failure
+    included: a launcher tails each rank's stdout and stderr apart, so the stdout a rank wrote
+    before its traceback may come after it; when the rank dies, its output ends."""
+    if not 0 <= window.at < len(window.lines):
+        return None
+    rank = parse_header(window.lines[window.at]).rank
+    if rank is None:
+        return None
+    own = [ln for k, ln in enumerate(window.lines) if k != window.at and parse_header(ln).rank == rank]
+    if not own:
+        return None
+    return log_stage(Window(path=window.path, anchor=len(own), lines=own))
 
 
 def _sibling_stage(parsed: ParsedJob, path: str) -> str | None:
@@ -171,8 +224,15 @@ def _frames(window: Window) -> list[Frame]:
     frames = _frames_back(msgs, at)
     if frames:
         return frames
+    rank = parse_header(window.lines[at]).rank
     for i in range(at + 1, len(msgs)):  # the failure line comes before its traceback (NCCL WARN ...)
         if _TRACEBACK.match(msgs[i]):
+            if parse_header(window.lines[i]).rank not in (None, rank):
+                return []  # another rank's traceback (a launcher's line is followed by its workers')
+            end = next((j for j in range(i + 1, len(msgs)) if not _traceback_line(msgs, j)), len(msgs))
+            return _frames_back(msgs, end)
+    for i in range(at + 1, min(len(msgs), at + 1 + MESSAGE_LINES)):  # a pasted excerpt: frames, no head
+        if _FRAME.match(msgs[i]):
             end = next((j for j in range(i + 1, len(msgs)) if not _traceback_line(msgs, j)), len(msgs))
             return _frames_back(msgs, end)
     return []
@@ -242,8 +302,8 @@ def log_stage(window: Window) -> str | None:
             stage = before_ckpt or "training"  # the save finished, or progress resumed after it
             if closed:
                 continue
-        if key in progress:
-            stage = hint if hint not in (None, "init", "checkpointing") else "training"
+        if key in progress and hint != "checkpointing":  # periodic saves recur too: each opens a window
+            stage = hint if hint not in (None, "init") else "training"
         elif hint == "checkpointing" and not closed:
             if stage != "checkpointing":
                 before_ckpt = stage

@@ -22,12 +22,15 @@ from pathlib import Path
 from engine.bench.realrun.label import label
 from engine.bench.realrun.launch import RunResult, run_job
 from engine.bench.realrun.layout import LogFile, log_files, read_job, write_job
-from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans, kind_spec, plan_run
+from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans, kind_spec, plan_run, split_of
 
 HISTORY = "_history"
-HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1}  # hf runs cost the most (transformers on every rank)
+# hf and lightning runs cost the most (transformers or lightning imported on every rank)
+HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1, "lightning": 1}
 SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "torch-2.13.0-cpu"},
             "megatron": {"model": "gpt-tiny-64", "framework": "megatron", "image": "torch-2.13.0-cpu"},
+            "lightning": {"model": "tinylm-64", "framework": "lightning",
+                          "image": "torch-2.13.0-cpu-lightning"},
             "hf": {"model": "gpt2-tiny", "framework": "hf-trainer", "image": "torch-2.13.0-cpu-transformers"}}
 
 
@@ -76,6 +79,7 @@ def truth_of(plan: RunPlan, files: list[LogFile], ranks: dict[tuple[str, int], i
         "nodes": {n: {"tz": tz, "timestamps": fmt}
                   for n, (tz, fmt) in zip(plan.nodes, plan.clocks, strict=True)},
         "layout": plan.layout, "world_size": len(plan.nodes) * NPROC,
+        "steps": plan.steps, "save_every": plan.save_every, "prefix": plan.prefix, "wave": plan.wave,
         "ranks": {f"{node}/{loc}": r for (node, loc), r in sorted(ranks.items())},
     }
 
@@ -93,10 +97,31 @@ def relabel(root: Path) -> int:
     for case in sorted(p.parent for p in root.glob("*/truth.json")):
         truth = json.loads((case / "truth.json").read_text())
         ranks = {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])): int(v) for k, v in truth["ranks"].items()}
-        truth = truth_of(plan_of(truth), read_job(case / "failed"), ranks, truth["split"])
+        truth = truth_of(plan_of(truth), read_job(case / "failed", ranks), ranks, truth["split"])
         (case / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n")
         n += 1
+    if (root / "cases.json").is_file():
+        write_wave_views(root)
     return n
+
+
+def write_wave_views(root: Path) -> dict[int, int]:
+    """``root/_wave1/`` and ``root/_wave2/``: the cases of each wave as links beside a cases.json of
+    their own, so that `l4 bench eval root/_wave2 --split test,dev` scores the held-out growth alone.
+    Returns the number of cases per wave."""
+    rows = json.loads((root / "cases.json").read_text())
+    waves: dict[int, list[dict]] = {}
+    for row in rows:
+        waves.setdefault(2 if int(row["case_id"].rsplit("-", 1)[1]) >= 3 else 1, []).append(row)
+    for wave, wrows in sorted(waves.items()):
+        view = root / f"_wave{wave}"
+        if view.is_dir():
+            shutil.rmtree(view)
+        view.mkdir()
+        for row in wrows:
+            (view / row["path"]).symlink_to(f"../{row['path']}")
+        (view / "cases.json").write_text(json.dumps(wrows, indent=1) + "\n")
+    return {w: len(r) for w, r in sorted(waves.items())}
 
 
 def write_case(out: Path, plan: RunPlan, res: RunResult, split: str, history: list[Path]) -> dict:
@@ -126,7 +151,10 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
     out.mkdir(parents=True, exist_ok=True)
     scratch = scratch or out / ".scratch"
     plans = case_plans(kinds, styles, per_kind)
-    splits = assign_splits({p.name: p.kind or "" for p in plans})
+    # wave 1 (cases -1, -2): a kind's cases alternate between the halves in hash order; wave 2 (-3 on):
+    # each case by the hash of its own name, so growing the corpus never moves an earlier case
+    splits = assign_splits({p.name: p.kind or "" for p in plans if p.wave == 1})
+    splits.update({p.name: split_of(p.name) for p in plans if p.wave == 2})
     if cases:
         unknown = sorted(set(cases) - {p.name for p in plans})
         if unknown:
@@ -165,6 +193,8 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
         index_path.write_text(json.dumps(sorted(index.values(), key=lambda r: r["case_id"]), indent=1) + "\n")
         shutil.rmtree(scratch / plan.name, ignore_errors=True)
         say(f"{plan.name}: {res.seconds:.0f} s ({row['split']})")
+    if index:
+        write_wave_views(out)
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     say(f"generated {len(index)} cases in {out} in {time.monotonic() - t_all:.0f} s "
         f"(CPU of the runs: {cpu.ru_utime + cpu.ru_stime:.0f} s)")

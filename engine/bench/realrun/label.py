@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.bench.realrun.layout import TEE_PREFIX, LogFile
+from engine.bench.realrun.layout import LINE_PREFIX, LogFile
 from engine.bench.realrun.plan import NPROC, RunPlan, kind_spec, kinds
 
 RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch's prefix of an uncaught exception's lines
@@ -32,8 +32,9 @@ class Line:
     exc: bool = False  # the exception line that ends its block
 
 
-def body_of(raw: str) -> str:
-    s = TEE_PREFIX.sub("", raw, count=1)
+def body_of(raw: str, console: bool = True) -> str:
+    """The line without the launcher's prefix (a console's ``[defaultN]:``/``[rankN]:``) and torch's."""
+    s = LINE_PREFIX.sub("", raw, count=1) if console else raw
     return RANK_PREFIX.sub("", s, count=1)
 
 
@@ -43,9 +44,10 @@ def _lines(files: Iterable[LogFile]) -> list[list[Line]]:
     block_id = 0
     for f in files:
         per_stream: dict[Stream, list[Line]] = {}
+        console = f.rel.endswith("/torchrun.log")  # rank files and launcher.log carry no launcher prefix
         for raw, local in zip(f.lines, f.locals, strict=True):
             key = (f.node, local)
-            per_stream.setdefault(key, []).append(Line(raw, body_of(raw), key))
+            per_stream.setdefault(key, []).append(Line(raw, body_of(raw, console), key))
         for seq in per_stream.values():
             open_block = None
             for ln in seq:

@@ -20,16 +20,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.bench.realrun.plan import NPROC, SEQ, VOCAB, RunPlan
+from engine.bench.realrun.plan import NPROC, SEQ, STEPS, VOCAB, RunPlan
 
 PROGRAMS = Path(__file__).parent / "programs"
-SCRIPTS = {"ddp": "ddp_train.py", "megatron": "megatron_train.py", "hf": "hf_train.py"}
+SCRIPTS = {"ddp": "ddp_train.py", "megatron": "megatron_train.py", "hf": "hf_train.py",
+           "lightning": "lightning_train.py"}
 TIMEOUT_S = 8  # gloo collective timeout: hangs and stragglers surface within seconds
 JOIN_TIMEOUT_S = 30
 READ_TIMEOUT_S = 20  # the rendezvous store's: a node that cannot reach it gives up after this
 DEADLINE_S = 180
 HIDDEN = 64
-SAMPLES_PER_RANK = 24 * 8
+MICRO = 8  # the programs' batch size: a shard holds one epoch of ``plan.steps`` batches
 
 SITECUSTOMIZE = '''import os, socket
 _h = os.environ.get("L4RR_HOSTNAME")
@@ -66,17 +67,18 @@ def free_port() -> int:
 
 
 def write_shards(folder: Path, rng: random.Random, corrupt_local: int | None = None,
-                 variant: int = 0) -> None:
+                 variant: int = 0, steps: int = STEPS) -> None:
     """Each local rank's jsonl shard; one sample of ``corrupt_local``'s is broken."""
     folder.mkdir(parents=True, exist_ok=True)
+    samples = steps * MICRO
     for local in range(NPROC):
         lines = []
-        for i in range(SAMPLES_PER_RANK):
+        for i in range(samples):
             start = rng.randrange(VOCAB)
             toks = [(start + 3 * j + (j * j) % 5) % VOCAB for j in range(SEQ)]
             lines.append(json.dumps({"id": i, "tokens": toks}))
         if local == corrupt_local:
-            bad = rng.randrange(SAMPLES_PER_RANK // 3, SAMPLES_PER_RANK)
+            bad = rng.randrange(samples // 3, samples)
             if variant % 2:
                 rec = json.loads(lines[bad])
                 rec["tokens"] = rec["tokens"][: SEQ - 1 - rng.randrange(1, 6)]
@@ -120,6 +122,8 @@ def _node_env(plan: RunPlan, i: int, work: Path, port: int, resume: Path | None)
                L4RR_SEED=str(plan.seed), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", TRANSFORMERS_VERBOSITY="info",
                PYTHONPATH=os.pathsep.join([str(site), str(code)]))
+    if plan.prefix == "rank":  # torchrun's --tee prefix with the global rank instead of [defaultN]:
+        env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
     kind = plan.kind
     if kind and (plan.scope != "local" or i == plan.fault_node):
         env.update(L4RR_FAULT=kind, L4RR_FAULT_SCOPE=plan.scope, L4RR_FAULT_STEP=str(plan.step),
@@ -167,7 +171,7 @@ def run_job(plan: RunPlan, work: Path, *, torchrun: str | None = None,
     rng = random.Random(f"l4-realrun-data:{plan.seed}")
     for i, node in enumerate(plan.nodes):
         corrupt = plan.fault_locals[0] if plan.kind == "corrupt_sample" and i == plan.fault_node else None
-        write_shards(work / "data" / node, rng, corrupt, plan.variant)
+        write_shards(work / "data" / node, rng, corrupt, plan.variant, plan.steps)
     code = work / "code"  # the job's own copy of the program, as a cluster job ships it
     shutil.copytree(PROGRAMS, code, ignore=shutil.ignore_patterns("__pycache__"))
     port = free_port()

@@ -17,6 +17,20 @@ from engine.bench.realrun.launch import RunResult
 from engine.bench.realrun.plan import NPROC
 
 TEE_PREFIX = re.compile(r"^\[default(\d+)\]:")
+# torchrun's --tee prefix: [defaultN]: (local rank N) or, with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+# "[rank${rank}]:", [rankN]: (global rank N); no launcher line of its own starts with either
+LINE_PREFIX = re.compile(r"^\[(default|rank)(\d+)\]:")
+
+
+def local_of(line: str, node: str, locals_of: dict[tuple[str, int], int]) -> int | None:
+    """The local rank whose output ``line`` is on ``node``'s console (None: the launcher's own line);
+    ``locals_of`` maps (node, global rank) to the local rank."""
+    m = LINE_PREFIX.match(line)
+    if m is None:
+        return None
+    if m[1] == "default":
+        return int(m[2])
+    return locals_of.get((node, int(m[2])))
 
 
 @dataclass
@@ -36,13 +50,14 @@ def split_lines(text: str) -> list[str]:
 
 def log_files(res: RunResult) -> list[LogFile]:
     files: list[LogFile] = []
+    locals_of = {(node, int(info["rank"])): loc for (node, loc), info in res.ranks.items()}
     for node, out in sorted(res.agent_out.items()):
         lines = split_lines(out)
         if res.plan.layout == "console":
-            locs = [int(m[1]) if (m := TEE_PREFIX.match(ln)) else None for ln in lines]
+            locs = [local_of(ln, node, locals_of) for ln in lines]
             files.append(LogFile(f"{node}/torchrun.log", node, lines, locs))
             continue
-        own = [ln for ln in lines if not TEE_PREFIX.match(ln)]
+        own = [ln for ln in lines if not LINE_PREFIX.match(ln)]
         files.append(LogFile(f"{node}/launcher.log", node, own, [None] * len(own)))
         for local in range(NPROC):
             for stream in ("stdout", "stderr"):
@@ -55,8 +70,10 @@ def log_files(res: RunResult) -> list[LogFile]:
     return files
 
 
-def read_job(folder: Path) -> list[LogFile]:
-    """The log files of a job folder `write_job` wrote, with the rank of every line (to label it again)."""
+def read_job(folder: Path, ranks: dict[tuple[str, int], int] | None = None) -> list[LogFile]:
+    """The log files of a job folder `write_job` wrote, with the rank of every line (to label it again);
+    ``ranks`` ((node, local rank) -> global rank) reads a console with [rankN]: prefixes."""
+    locals_of = {(node, r): loc for (node, loc), r in (ranks or {}).items()}
     files = []
     own = ("/torchrun.log.gz", "/launcher.log.gz")
     for path in sorted(folder.rglob("*.gz"), key=lambda p: (p.relative_to(folder).parts[0],
@@ -65,7 +82,7 @@ def read_job(folder: Path) -> list[LogFile]:
         node = rel.split("/", 1)[0]
         lines = split_lines(gzip.decompress(path.read_bytes()).decode("utf-8", "replace"))
         if rel.endswith("/torchrun.log"):
-            locs = [int(m[1]) if (m := TEE_PREFIX.match(ln)) else None for ln in lines]
+            locs = [local_of(ln, node, locals_of) for ln in lines]
         elif rel.endswith("/launcher.log"):
             locs = [None] * len(lines)
         else:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-STYLES = ("ddp", "megatron", "hf")
+STYLES = ("ddp", "megatron", "hf", "lightning")
 NNODES = 4
 NPROC = 2
 STEPS = 24
@@ -70,6 +70,8 @@ class RunPlan:
     variant: int = 0
     steps: int = STEPS
     save_every: int = SAVE_EVERY
+    prefix: str = "default"  # the launcher's console prefix of rank lines: [defaultN]: or [rankN]: (global)
+    wave: int = 1  # 1: the first corpus (cases -1, -2); 2: the held-out growth (cases -3 and on)
 
     @property
     def world(self) -> int:
@@ -93,6 +95,29 @@ def _step(rng: random.Random, when: str, steps: int, every: int) -> int:
     return -1
 
 
+# wave 2 (cases numbered 3 and on): other step counts, save periods, console prefixes and timestamps
+WAVE2_STEPS = (16, 20, 30)
+WAVE2_SAVE_EVERY = (5, 6, 7)
+WAVE2_UNSTAMPED = ("ddp", "lightning")  # styles whose own lines may carry no timestamp at all
+
+
+def _wave2(p: RunPlan) -> None:
+    """Settings of a held-out case, from their own hash of its name (the wave-1 draws stay as they were)."""
+    w = random.Random(f"l4-realrun-w2:{p.name}")
+    p.wave = 2
+    p.steps = w.choice(WAVE2_STEPS)
+    p.save_every = w.choice(WAVE2_SAVE_EVERY)
+    p.prefix = w.choice(["default", "rank"])
+    if p.style in WAVE2_UNSTAMPED and w.random() < 0.5:
+        p.clocks = [(tz, "none") for tz, _ in p.clocks]
+
+
+def split_of(name: str) -> str:
+    """The half of a wave-2 case, fixed before the engine sees it: ``dev`` when the first byte of the
+    sha256 of its name is even."""
+    return ("dev", "test")[hashlib.sha256(name.encode()).digest()[0] % 2]
+
+
 def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str] | None = None,
              variant: int | None = None) -> RunPlan:
     rng = random.Random(f"l4-realrun:{name}:{seed}")
@@ -102,6 +127,8 @@ def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str
         clocks[rng.randrange(len(clocks))] = CLOCKS[0]
     p = RunPlan(name=name, style=style, kind=kind, seed=seed, nodes=nodes, clocks=clocks,
                 layout=rng.choice(["console", "logdir"]))
+    if seed >= 3 and kind is not None:
+        _wave2(p)
     if kind is None:
         return p
     spec = kind_spec(kind)

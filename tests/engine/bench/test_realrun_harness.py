@@ -13,7 +13,16 @@ import pytest
 from engine.bench.realrun.label import label
 from engine.bench.realrun.launch import PROGRAMS, RunResult, _node_env, write_shards
 from engine.bench.realrun.layout import log_files, read_job, write_job
-from engine.bench.realrun.plan import SEQ, assign_splits, case_plans, kinds, plan_run
+from engine.bench.realrun.plan import (
+    SEQ,
+    STEPS,
+    WAVE2_STEPS,
+    assign_splits,
+    case_plans,
+    kinds,
+    plan_run,
+    split_of,
+)
 
 STAGES = {"init", "data_loading", "model_loading", "training", "checkpointing", "teardown"}
 
@@ -44,6 +53,37 @@ def test_plans_are_deterministic_and_place_the_fault():
     assert plan_run("r", "ddp", "rendezvous_timeout", seed=2).fault_node != 0
     # every plan has a node logging with a non-UTC offset
     assert any(tz != "UTC" and fmt == "iso_offset" for tz, fmt in a.clocks)
+
+
+def test_held_out_wave_2_varies_the_run_and_leaves_the_first_cases_as_they_were():
+    first = plan_run("nan_loss-megatron-1", "megatron", "nan_loss", seed=1, variant=0)
+    assert (first.wave, first.steps, first.prefix) == (1, STEPS, "default")
+    plans = [p for p in case_plans(per_kind=4) if p.wave == 2]
+    assert {p.name.rsplit("-", 1)[1] for p in plans} == {"3", "4"}
+    assert {p.steps for p in plans} <= set(WAVE2_STEPS) and {p.prefix for p in plans} == {"default", "rank"}
+    assert "lightning" in {p.style for p in plans}
+    assert any(fmt == "none" for p in plans for _, fmt in p.clocks)  # timestamps off on some nodes
+    for p in plans:
+        assert 0 < p.step < p.steps or p.step == -1
+    # each wave-2 case's half comes from its own name's hash: about half each, never from the order
+    halves = Counter(split_of(p.name) for p in plans)
+    assert halves.keys() == {"dev", "test"} and min(halves.values()) >= len(plans) // 3
+    assert split_of("nan_loss-ddp-3") == split_of("nan_loss-ddp-3")
+
+
+def test_a_console_with_global_rank_prefixes_is_split_by_rank(tmp_path):
+    plan = plan_run("exception_step-ddp-1", "ddp", "exception_step", seed=1)
+    plan.fault_locals = [1]
+    res = _result(tmp_path, plan, "console")
+    node = plan.nodes[plan.fault_node]
+    res.agent_out[node] = AGENT.replace("[default0]:", "[rank2]:").replace("[default1]:", "[rank3]:")
+    files = log_files(res)
+    assert files[0].locals.count(1) == AGENT.count("[default1]:")
+    truth = label(plan, files, res.ranks)
+    assert truth["root_lines"][-1] == "[rank3]:[rank3]: IndexError: index out of range in self"
+    write_job(tmp_path / "job", files, {"job_id": "x"})
+    again = read_job(tmp_path / "job", {k: v["rank"] for k, v in res.ranks.items()})
+    assert [f.locals for f in again] == [f.locals for f in files]
 
 
 def test_unknown_kinds_and_styles_are_clear_errors():
@@ -213,3 +253,18 @@ def test_generate_refuses_unknown_cases_before_running_anything(tmp_path):
     with pytest.raises(ValueError, match="no such cases: nope-ddp-1"):
         generate(tmp_path / "out", cases=["nope-ddp-1"])
     assert not (tmp_path / "out" / "_history").exists()
+
+
+def test_wave_views_list_each_waves_cases_beside_the_corpus(tmp_path):
+    from engine.bench.evaluate import case_dirs
+    from engine.bench.realrun.corpus import write_wave_views
+
+    rows = []
+    for name in ("nan_loss-ddp-1", "nan_loss-hf-2", "nan_loss-ddp-3", "nan_loss-lightning-4"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "truth.json").write_text(json.dumps({"case_id": name, "split": "dev"}))
+        rows.append({"case_id": name, "path": name})
+    (tmp_path / "cases.json").write_text(json.dumps(rows))
+    assert write_wave_views(tmp_path) == {1: 2, 2: 2}
+    assert [d.name for d in case_dirs(tmp_path / "_wave2")] == ["nan_loss-ddp-3", "nan_loss-lightning-4"]
+    assert len(case_dirs(tmp_path)) == 4  # the views are not cases of the corpus

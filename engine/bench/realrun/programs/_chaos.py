@@ -61,8 +61,10 @@ def _record_rank() -> None:
 
 
 def stamp(now: float | None = None) -> str:
-    """The current time as this node's logs write it (ISO with offset, ISO UTC, or naive local)."""
+    """The current time as this node's logs write it (ISO with offset, ISO UTC, naive local, or nothing)."""
     now = time.time() if now is None else now
+    if TS_FORMAT == "none":
+        return ""
     if TS_FORMAT == "iso_offset":
         return datetime.datetime.fromtimestamp(now).astimezone().isoformat(timespec="milliseconds")
     if TS_FORMAT == "iso_z":
@@ -78,6 +80,8 @@ class NodeClock(logging.Formatter):
 
 
 def logger(name: str, fmt: str) -> logging.Logger:
+    if TS_FORMAT == "none":  # a node whose programs log no time at all
+        fmt = fmt.replace("%(asctime)s ", "")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(NodeClock(fmt))
     root = logging.getLogger()
