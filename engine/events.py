@@ -21,6 +21,7 @@ MAX_ECHOES = 8
 MIN_SCORE = 0.35  # events below this are not worth an engineer's time
 RELATIVE = 0.5  # and neither are those far below the best one
 CASCADE_FACTOR = 0.55
+CASCADE_SPEC = 0.25  # a cascade on few nodes is damped less, but stays below a root cause in sight
 ROOT_SEVERITY = 0.6  # a non-consequence event at least this severe is a root cause in sight
 TRUNCATED_SEVERITY = 0.8
 FACTORS = {CONSEQUENCE: 0.45, REPORT: 0.5, WRAPPER: 0.75, CONTEXT: 0.3}  # when a root cause is in sight
@@ -86,10 +87,10 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
         t = parsed.templates[i]
         sev, spec, role = sev_of[i], spec_of[i], roles.role.get(i)
         rarity = 1.0 / (1.0 + math.log10(max(1, t.count)))
-        if role == CASCADE and killed:
+        if role == CASCADE and (killed or i in roles.late):
             damp = CASCADE_FACTOR
         elif role == CASCADE:
-            damp = CASCADE_FACTOR + (1 - CASCADE_FACTOR) * spec if has_root else 1.0
+            damp = CASCADE_FACTOR + CASCADE_SPEC * spec if has_root else 1.0
         elif role in FACTORS:
             damp = FACTORS[role] if has_root or (killed and role != REPORT) else ALONE[role]
         elif killed and not has_root and not roles.killed_nodes & t.nodes.keys():

@@ -12,6 +12,13 @@ Echoes rank below the line they echo (see `engine.events`):
 - `context`: traceback code lines (indented source under a frame) and label lines ("Last error:")
   whose content is the line after them; that line inherits the label's severity.
 
+*Teardown* is found in the job: once a file shows the launcher's (or the program's) reaction to a
+failure — the first line of a summary or report ("Sending process … closing signal", "failed
+(exitcode: 1)", "received signal 15 (SIGTERM)") — whatever that file logs later was caused by the
+teardown. An event whose first line comes after that point in *every* file that holds it (the
+rendezvous store's "failed to shutdown", a peer's "Broken pipe" while the agents exit) is a
+cascade of the teardown (`late`), however few nodes log it.
+
 Phrases are data (`engine/data/severity.yaml`, `roles`); quoting and labels are found in the job.
 """
 
@@ -43,6 +50,7 @@ class Roles:
     inherited: dict[int, float] = field(default_factory=dict)  # severity given by a label line before it
     evidence: dict[int, list[str]] = field(default_factory=dict)  # raw lines to show first
     killed_nodes: set[str] = field(default_factory=set)  # nodes of ranks killed first (launcher blocks)
+    late: set[int] = field(default_factory=set)  # events first logged after their files' teardown began
     blocks: int = 0  # launcher blocks of first observed failures read
 
 
@@ -93,6 +101,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
         if role is not None:
             out.role[i] = role
     _label_successors(parsed, labels, severity, out, set(candidates))
+    _after_teardown(parsed, candidates, out)
     _quoting(parsed, candidates, severity, msgs, out)
     _killed_first(parsed, candidates, out)
     return out
@@ -124,6 +133,25 @@ def _killed_first(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
                     if raw not in lines:
                         lines.append(raw)
                     break
+
+
+def _after_teardown(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
+    """Events first logged, in every file that holds them, after that file's teardown began."""
+    marks = [i for i in candidates if out.role.get(i) in (CONSEQUENCE, REPORT)]
+    if not marks:
+        return
+    start: dict[str, int] = {}
+    for path, pos in parsed.positions.items():
+        firsts = [pos[i][0] for i in marks if i in pos]
+        if firsts:
+            start[path] = min(firsts)
+    for i in candidates:
+        if out.role.get(i, CASCADE) != CASCADE:
+            continue
+        where = [(path, pos[i][0]) for path, pos in parsed.positions.items() if i in pos]
+        if where and all(path in start and first > start[path] for path, first in where):
+            out.late.add(i)
+            out.role[i] = CASCADE
 
 
 def _label_successors(parsed: ParsedJob, labels: list[int], severity: dict[int, float], out: Roles,
