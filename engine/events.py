@@ -38,6 +38,7 @@ class ScoredEvent:
     cascade: bool
     role: str | None = None
     evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
+    evidence_nodes: tuple[str, ...] = ()  # the nodes of those lines (where the event points), if known
 
 
 def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
@@ -82,12 +83,15 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
         for i in candidates:
             if roles.role.get(i) == REPORT:
                 sev_of[i] = max(sev_of[i], REPORT_SEVERITY)
+    # a peer's closed connection follows the first sign of a failure: below any other severe event
+    gone_after = any(sev_of[i] >= ROOT_SEVERITY and roles.role.get(i) in (None, CASCADE)
+                     and i not in roles.disconnects for i in candidates)
     out = []
     for i in candidates:
         t = parsed.templates[i]
         sev, spec, role = sev_of[i], spec_of[i], roles.role.get(i)
         rarity = 1.0 / (1.0 + math.log10(max(1, t.count)))
-        if role == CASCADE and (killed or i in roles.late):
+        if role == CASCADE and (killed or i in roles.late or (gone_after and i in roles.disconnects)):
             damp = CASCADE_FACTOR
         elif role == CASCADE:
             damp = CASCADE_FACTOR + CASCADE_SPEC * spec if has_root else 1.0
@@ -99,7 +103,8 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
             damp = 1.0
         score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
         out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role,
-                               tuple(roles.evidence.get(i, ()))))
+                               tuple(roles.evidence.get(i, ())),
+                               tuple(sorted(roles.evidence_nodes.get(i, ())))))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out
 

@@ -1,7 +1,9 @@
 """The role of an event in a failure: the line that started it, or one of its echoes.
 
 Echoes rank below the line they echo (see `engine.events`):
-- `cascade`: consequences on other ranks (watchdog timeouts, a peer's closed connection);
+- `cascade`: consequences on other ranks (watchdog timeouts, a peer's closed connection); those
+  that say the other side went away (`disconnect`: "Connection closed by peer", "Broken pipe")
+  come after the first sign of the failure wherever it is, so they rank below any other;
 - `consequence`: the launcher's summaries of a failure (torchrun's "Sending process … closing
   signal SIGTERM", `ChildFailedError`, the "Root Cause (first observed failure)" block's fields);
 - `report`: the launcher's report of which rank died and how ("failed (exitcode: -9) local_rank: 2"),
@@ -42,6 +44,7 @@ QUOTE_MIN_WORDS = 4  # a wrapper adds words of its own (a bare "NCCL WARN" prefi
 CODE_INDENT = 4  # traceback code lines are indented at least this much (frame lines by 2)
 _EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
+_WORD = re.compile(r"[A-Za-z]{3,}")
 
 
 @dataclass
@@ -49,8 +52,10 @@ class Roles:
     role: dict[int, str] = field(default_factory=dict)  # event id -> role (absent: a possible root cause)
     inherited: dict[int, float] = field(default_factory=dict)  # severity given by a label line before it
     evidence: dict[int, list[str]] = field(default_factory=dict)  # raw lines to show first
+    evidence_nodes: dict[int, set[str]] = field(default_factory=dict)  # the nodes those lines are from
     killed_nodes: set[str] = field(default_factory=set)  # nodes of ranks killed first (launcher blocks)
     late: set[int] = field(default_factory=set)  # events first logged after their files' teardown began
+    disconnects: set[int] = field(default_factory=set)  # cascades saying the other side went away
     blocks: int = 0  # launcher blocks of first observed failures read
 
 
@@ -62,6 +67,11 @@ def _lexicon() -> tuple[list[tuple[str, re.Pattern[str]]], re.Pattern[str]]:
            for role in (REPORT, CONSEQUENCE, WRAPPER) if roles.get(role)]
     out.append((CASCADE, re.compile("|".join(f"(?:{p})" for p in data["cascade"]))))
     return out, re.compile(roles["label"])
+
+
+@lru_cache(maxsize=1)
+def _disconnect() -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in load("severity")["roles"].get("disconnect", [])) or "(?!)")
 
 
 def lexicon_role(template: str) -> str | None:
@@ -100,6 +110,8 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
             labels.append(i)
         if role is not None:
             out.role[i] = role
+        if role == CASCADE and _disconnect().search(t.template):
+            out.disconnects.add(i)
     _label_successors(parsed, labels, severity, out, set(candidates))
     _after_teardown(parsed, candidates, out)
     _quoting(parsed, candidates, severity, msgs, out)
@@ -108,6 +120,9 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
 
 
 def _fits(template: str, message: str) -> bool:
+    """`message` is a line of `template` (one that keeps a word: "<*>" would fit every line)."""
+    if not _WORD.search(template.replace(MASK, " ")):
+        return False
     parts = [re.escape(p) for p in " ".join(template.split()).split(MASK)]
     return re.fullmatch(r".*?".join(parts), " ".join(message.split())) is not None
 
@@ -132,6 +147,7 @@ def _killed_first(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
                     lines = out.evidence.setdefault(i, [])
                     if raw not in lines:
                         lines.append(raw)
+                    out.evidence_nodes.setdefault(i, set()).add(block.node)
                     break
 
 

@@ -10,8 +10,10 @@ SIGTERM (`engine.peers`).
 Echoes (cascades, the launcher's summaries, wrappers, context) count ECHO_WEIGHT of their score as
 evidence for the nodes that log them when a possible root cause was selected too (a cascade
 nearly everywhere still points at the nodes without it): the store host's teardown errors and a
-peer's closed connection say little about where the fault is. A node whose clock runs a steady
-offset (`engine.clock`) has its last stamp moved back by it before silences are compared.
+peer's closed connection say little about where the fault is. An event shown with evidence lines
+from some nodes (the launcher block of a rank killed first) points at those nodes only. A node
+whose clock runs a steady offset (`engine.clock`) has its last stamp moved back by it before
+silences are compared.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def _evidence(parsed: ParsedJob, nodes: list[str], selected: list[ScoredEvent]) 
     n_nodes = len(nodes)
     rooted = any(e.role in (None, REPORT) and e.severity >= ROOT_SEVERITY for e in selected)
     for e in selected:
-        present = [n for n in parsed.templates[e.id].nodes if n in index]
+        present = [n for n in (e.evidence_nodes or parsed.templates[e.id].nodes) if n in index]
         if not present:
             continue
         score = e.score * (ECHO_WEIGHT if rooted and e.role not in (None, REPORT) else 1.0)

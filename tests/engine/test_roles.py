@@ -95,3 +95,13 @@ def test_a_cascade_on_one_node_ranks_below_the_error_in_sight(tmp_path):
              "node-3/rank-6.log": ["step 1 ok"]}
     d = diagnose(_job(tmp_path / "j", files))
     assert "EnforceNotMet" in d.events[0].template
+
+
+def test_a_peers_closed_connection_ranks_below_the_timeouts_it_follows(tmp_path):
+    # a straggler: the others time out waiting for it and exit; then it finds its connections closed
+    timeout = "[rank{r}]: RuntimeError: [unbound_buffer.cc:129] Timed out waiting 8000ms for send operation"
+    closed = ("[rank{r}]: RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:3285. This is "
+              "typically caused by a remote worker crashing. Check the logs of the remote worker.")
+    files = {f"node-{n}/rank-{n}.log": [(closed if n == 2 else timeout).format(r=n)] for n in range(4)}
+    d = diagnose(_job(tmp_path / "j", files))
+    assert "Timed out waiting" in d.events[0].template
