@@ -33,7 +33,8 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     selected = select_events(scored)
     events = [_event(parsed, e.id, e.score, e.evidence) for e in selected]
     node_scores: dict[str, float] = {}
-    nodes = rank_nodes(parsed, candidates, scored, selected, top_k=top_nodes, all_scores=node_scores)
+    nodes = rank_nodes(parsed, candidates, scored, selected, top_k=top_nodes, all_scores=node_scores,
+                       clock=clock)
     hang = collect_hang(parsed) if hang_evidence else None
     nodes = raise_culprits(nodes, hang, top_k=top_nodes)
     node_scores.update({n.node: n.score for n in nodes if n.score > node_scores.get(n.node, 0.0)})

@@ -21,6 +21,7 @@ MAX_ECHOES = 8
 MIN_SCORE = 0.35  # events below this are not worth an engineer's time
 RELATIVE = 0.5  # and neither are those far below the best one
 CASCADE_FACTOR = 0.55
+CASCADE_SPEC = 0.25  # a cascade on few nodes is damped less, but stays below a root cause in sight
 ROOT_SEVERITY = 0.6  # a non-consequence event at least this severe is a root cause in sight
 TRUNCATED_SEVERITY = 0.8
 FACTORS = {CONSEQUENCE: 0.45, REPORT: 0.5, WRAPPER: 0.75, CONTEXT: 0.3}  # when a root cause is in sight
@@ -37,6 +38,7 @@ class ScoredEvent:
     cascade: bool
     role: str | None = None
     evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
+    evidence_nodes: tuple[str, ...] = ()  # the nodes of those lines (where the event points), if known
 
 
 def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
@@ -81,15 +83,18 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
         for i in candidates:
             if roles.role.get(i) == REPORT:
                 sev_of[i] = max(sev_of[i], REPORT_SEVERITY)
+    # a peer's closed connection follows the first sign of a failure: below any other severe event
+    gone_after = any(sev_of[i] >= ROOT_SEVERITY and roles.role.get(i) in (None, CASCADE)
+                     and i not in roles.disconnects for i in candidates)
     out = []
     for i in candidates:
         t = parsed.templates[i]
         sev, spec, role = sev_of[i], spec_of[i], roles.role.get(i)
         rarity = 1.0 / (1.0 + math.log10(max(1, t.count)))
-        if role == CASCADE and killed:
+        if role == CASCADE and (killed or i in roles.late or (gone_after and i in roles.disconnects)):
             damp = CASCADE_FACTOR
         elif role == CASCADE:
-            damp = CASCADE_FACTOR + (1 - CASCADE_FACTOR) * spec if has_root else 1.0
+            damp = CASCADE_FACTOR + CASCADE_SPEC * spec if has_root else 1.0
         elif role in FACTORS:
             damp = FACTORS[role] if has_root or (killed and role != REPORT) else ALONE[role]
         elif killed and not has_root and not roles.killed_nodes & t.nodes.keys():
@@ -98,7 +103,8 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
             damp = 1.0
         score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
         out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role,
-                               tuple(roles.evidence.get(i, ()))))
+                               tuple(roles.evidence.get(i, ())),
+                               tuple(sorted(roles.evidence_nodes.get(i, ())))))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out
 

@@ -5,6 +5,10 @@ register has not received the Notify record from remote rank: [12]"). The exampl
 failure-indicating events are searched with the rules of `engine/data/peers.yaml`; every named
 rank is mapped to its node through the rank files' names, and a node named by at least
 MIN_VOTES lines gets a score in (0, 1], relative to the most named node.
+
+The launcher blames a rank too: when a worker ignores the SIGTERM of the teardown it is killed
+("Unable to shutdown process 2357 via 15, forcefully exiting via 9"): a stopped or hung process,
+on the node of the launcher that says so (`unresponsive` rules).
 """
 from __future__ import annotations
 
@@ -62,3 +66,15 @@ def blamed_nodes(parsed: ParsedJob, event_ids: Iterable[int]) -> dict[str, float
             per_node[where[rank]] += n
     top = max(per_node.values(), default=0)
     return {node: n / top for node, n in per_node.items() if n >= MIN_VOTES}
+
+
+def unresponsive_nodes(parsed: ParsedJob, event_ids: Iterable[int]) -> dict[str, float]:
+    """Node -> 1.0 for the nodes whose launcher had to kill a worker that ignored its SIGTERM, when
+    that is not every node (then it says nothing about one of them)."""
+    rules = [compiled(p) for p in load("peers").get("unresponsive", [])]
+    found: set[str] = set()
+    for e in event_ids:
+        t = parsed.templates[e]
+        if any(rx.search(x) for rx in rules for x in (t.template, *t.examples)):
+            found |= set(t.nodes)
+    return {n: 1.0 for n in found} if found and len(found) < len(parsed.node_counts) else {}

@@ -1,7 +1,9 @@
 """The role of an event in a failure: the line that started it, or one of its echoes.
 
 Echoes rank below the line they echo (see `engine.events`):
-- `cascade`: consequences on other ranks (watchdog timeouts, a peer's closed connection);
+- `cascade`: consequences on other ranks (watchdog timeouts, a peer's closed connection); those
+  that say the other side went away (`disconnect`: "Connection closed by peer", "Broken pipe")
+  come after the first sign of the failure wherever it is, so they rank below any other;
 - `consequence`: the launcher's summaries of a failure (torchrun's "Sending process … closing
   signal SIGTERM", `ChildFailedError`, the "Root Cause (first observed failure)" block's fields);
 - `report`: the launcher's report of which rank died and how ("failed (exitcode: -9) local_rank: 2"),
@@ -11,6 +13,13 @@ Echoes rank below the line they echo (see `engine.events`):
   another event (the error it caught) is that error's wrapper;
 - `context`: traceback code lines (indented source under a frame) and label lines ("Last error:")
   whose content is the line after them; that line inherits the label's severity.
+
+*Teardown* is found in the job: once a file shows the launcher's (or the program's) reaction to a
+failure — the first line of a summary or report ("Sending process … closing signal", "failed
+(exitcode: 1)", "received signal 15 (SIGTERM)") — whatever that file logs later was caused by the
+teardown. An event whose first line comes after that point in *every* file that holds it (the
+rendezvous store's "failed to shutdown", a peer's "Broken pipe" while the agents exit) is a
+cascade of the teardown (`late`), however few nodes log it.
 
 Phrases are data (`engine/data/severity.yaml`, `roles`); quoting and labels are found in the job.
 """
@@ -35,6 +44,7 @@ QUOTE_MIN_WORDS = 4  # a wrapper adds words of its own (a bare "NCCL WARN" prefi
 CODE_INDENT = 4  # traceback code lines are indented at least this much (frame lines by 2)
 _EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
+_WORD = re.compile(r"[A-Za-z]{3,}")
 
 
 @dataclass
@@ -42,7 +52,10 @@ class Roles:
     role: dict[int, str] = field(default_factory=dict)  # event id -> role (absent: a possible root cause)
     inherited: dict[int, float] = field(default_factory=dict)  # severity given by a label line before it
     evidence: dict[int, list[str]] = field(default_factory=dict)  # raw lines to show first
+    evidence_nodes: dict[int, set[str]] = field(default_factory=dict)  # the nodes those lines are from
     killed_nodes: set[str] = field(default_factory=set)  # nodes of ranks killed first (launcher blocks)
+    late: set[int] = field(default_factory=set)  # events first logged after their files' teardown began
+    disconnects: set[int] = field(default_factory=set)  # cascades saying the other side went away
     blocks: int = 0  # launcher blocks of first observed failures read
 
 
@@ -54,6 +67,11 @@ def _lexicon() -> tuple[list[tuple[str, re.Pattern[str]]], re.Pattern[str]]:
            for role in (REPORT, CONSEQUENCE, WRAPPER) if roles.get(role)]
     out.append((CASCADE, re.compile("|".join(f"(?:{p})" for p in data["cascade"]))))
     return out, re.compile(roles["label"])
+
+
+@lru_cache(maxsize=1)
+def _disconnect() -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in load("severity")["roles"].get("disconnect", [])) or "(?!)")
 
 
 def lexicon_role(template: str) -> str | None:
@@ -92,13 +110,19 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
             labels.append(i)
         if role is not None:
             out.role[i] = role
+        if role == CASCADE and _disconnect().search(t.template):
+            out.disconnects.add(i)
     _label_successors(parsed, labels, severity, out, set(candidates))
+    _after_teardown(parsed, candidates, out)
     _quoting(parsed, candidates, severity, msgs, out)
     _killed_first(parsed, candidates, out)
     return out
 
 
 def _fits(template: str, message: str) -> bool:
+    """`message` is a line of `template` (one that keeps a word: "<*>" would fit every line)."""
+    if not _WORD.search(template.replace(MASK, " ")):
+        return False
     parts = [re.escape(p) for p in " ".join(template.split()).split(MASK)]
     return re.fullmatch(r".*?".join(parts), " ".join(message.split())) is not None
 
@@ -123,7 +147,27 @@ def _killed_first(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
                     lines = out.evidence.setdefault(i, [])
                     if raw not in lines:
                         lines.append(raw)
+                    out.evidence_nodes.setdefault(i, set()).add(block.node)
                     break
+
+
+def _after_teardown(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
+    """Events first logged, in every file that holds them, after that file's teardown began."""
+    marks = [i for i in candidates if out.role.get(i) in (CONSEQUENCE, REPORT)]
+    if not marks:
+        return
+    start: dict[str, int] = {}
+    for path, pos in parsed.positions.items():
+        firsts = [pos[i][0] for i in marks if i in pos]
+        if firsts:
+            start[path] = min(firsts)
+    for i in candidates:
+        if out.role.get(i, CASCADE) != CASCADE:
+            continue
+        where = [(path, pos[i][0]) for path, pos in parsed.positions.items() if i in pos]
+        if where and all(path in start and first > start[path] for path, first in where):
+            out.late.add(i)
+            out.role[i] = CASCADE
 
 
 def _label_successors(parsed: ParsedJob, labels: list[int], severity: dict[int, float], out: Roles,

@@ -4,22 +4,33 @@ Signals, each in [0, 1]: an Isolation Forest over per-node event-count vectors (
 evidence of the failure-indicating events a node logs alone or with few others; and *silence*: a
 hung or crashed node stops logging first, or falls behind in iterations, while healthy nodes go on
 to log timeouts about it (and so lack the cascade everyone else shows); and *peer blame*: the
-node whose rank the others' timeouts name (`engine.peers`).
+node whose rank the others' timeouts name, or whose launcher had to kill a worker that ignored its
+SIGTERM (`engine.peers`).
+
+Echoes (cascades, the launcher's summaries, wrappers, context) count ECHO_WEIGHT of their score as
+evidence for the nodes that log them when a possible root cause was selected too (a cascade
+nearly everywhere still points at the nodes without it): the store host's teardown errors and a
+peer's closed connection say little about where the fault is. An event shown with evidence lines
+from some nodes (the launcher block of a rank killed first) points at those nodes only. A node
+whose clock runs a steady offset (`engine.clock`) has its last stamp moved back by it before
+silences are compared.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 from sklearn.ensemble import IsolationForest
 
-from engine.events import ScoredEvent
-from engine.model import NodeFinding, ParsedJob
-from engine.peers import blamed_nodes
+from engine.events import ROOT_SEVERITY, ScoredEvent
+from engine.model import ClockNote, NodeFinding, ParsedJob
+from engine.peers import blamed_nodes, unresponsive_nodes
+from engine.roles import REPORT
 
 SILENCE_MIN_SECONDS = 30.0
 WEIGHTS = {"forest": 0.2, "evidence": 0.5, "silence": 0.3, "blame": 0.5}
+ECHO_WEIGHT = 0.35
 
 
 def _forest(parsed: ParsedJob, nodes: list[str], ids: list[int]) -> np.ndarray:
@@ -38,17 +49,19 @@ def _evidence(parsed: ParsedJob, nodes: list[str], selected: list[ScoredEvent]) 
     ev = np.zeros(len(nodes))
     index = {n: k for k, n in enumerate(nodes)}
     n_nodes = len(nodes)
+    rooted = any(e.role in (None, REPORT) and e.severity >= ROOT_SEVERITY for e in selected)
     for e in selected:
-        present = [n for n in parsed.templates[e.id].nodes if n in index]
+        present = [n for n in (e.evidence_nodes or parsed.templates[e.id].nodes) if n in index]
         if not present:
             continue
+        score = e.score * (ECHO_WEIGHT if rooted and e.role not in (None, REPORT) else 1.0)
         if e.cascade and n_nodes > 2 and len(present) >= n_nodes - max(1, n_nodes // 4):
             # a cascade nearly everywhere: the nodes *without* it are the odd ones out
             for n in nodes:
                 if n not in present:
                     ev[index[n]] += e.score * 0.5
             continue
-        share = e.score / len(present) if len(present) > 1 else e.score
+        share = score / len(present) if len(present) > 1 else score
         for n in present:
             ev[index[n]] += share
     top = ev.max() if len(ev) else 0
@@ -62,9 +75,12 @@ def _parse_ts(ts: str) -> datetime | None:
         return None
 
 
-def _silence(parsed: ParsedJob, nodes: list[str]) -> np.ndarray:
+def _silence(parsed: ParsedJob, nodes: list[str], clock: list[ClockNote] = ()) -> np.ndarray:
     out = np.zeros(len(nodes))
+    skew = {c.node: c.seconds for c in clock if c.kind == "skew"}
     times = [_parse_ts(parsed.node_last_ts[n]) if n in parsed.node_last_ts else None for n in nodes]
+    times = [t - timedelta(seconds=skew[n]) if t is not None and n in skew else t
+             for t, n in zip(times, nodes, strict=True)]
     known = [t for t in times if t is not None]
     if len(known) >= 2:
         latest = max(known)
@@ -87,17 +103,21 @@ def rank_nodes(
     selected: list[ScoredEvent],
     top_k: int = 5,
     all_scores: dict[str, float] | None = None,
+    clock: list[ClockNote] = (),
 ) -> list[NodeFinding]:
     """Suspicious nodes, most suspicious first, each with the events that make it stand out.
-    With `all_scores`, every node's combined score is written into it (for plots)."""
+    With `all_scores`, every node's combined score is written into it (for plots); `clock`: the
+    job's clock notes (skewed nodes' stamps are corrected before silences are compared)."""
     nodes = sorted(parsed.node_counts)
     if not nodes:
         return []
     ids = candidates or list(range(len(parsed.templates)))
     forest = _forest(parsed, nodes, ids)
     evidence = _evidence(parsed, nodes, selected)
-    silence = _silence(parsed, nodes)
+    silence = _silence(parsed, nodes, clock)
     blamed = blamed_nodes(parsed, [e.id for e in selected])
+    for node, b in unresponsive_nodes(parsed, ids).items():
+        blamed[node] = max(blamed.get(node, 0.0), b)
     blame = np.array([blamed.get(n, 0.0) for n in nodes])
     total = (WEIGHTS["forest"] * forest + WEIGHTS["evidence"] * evidence + WEIGHTS["silence"] * silence
              + WEIGHTS["blame"] * blame)

@@ -56,3 +56,20 @@ def test_a_rank_killed_first_is_the_root_cause_and_its_node_the_suspect(tmp_path
         or "  traceback : Signal 9 (SIGKILL) received by PID 1164" in d.events[0].examples
     assert not d.events[0].template.startswith("RuntimeError")
     assert d.nodes[0].node == "node-1"
+
+
+def test_the_killed_ranks_block_lines_point_at_its_node_alone(tmp_path):
+    from engine.events import score_events
+    from engine.filter import candidate_events, normal_pool
+
+    parsed = parse_job(_job(tmp_path / "j"))
+    scored = score_events(parsed, candidate_events(parsed, normal_pool([], ())))
+    reports = [e for e in scored if e.evidence]
+    assert reports and all(e.evidence_nodes == ("node-1",) for e in reports)
+
+
+def test_a_template_of_wildcards_alone_fits_no_block_line():
+    from engine.roles import _fits
+
+    assert not _fits("<*>", "exitcode  : -9 (pid: 1164)  (SIGKILL)")
+    assert _fits("exitcode : -<*> (pid: <*>) <*>", "exitcode  : -9 (pid: 1164)  (SIGKILL)")

@@ -37,3 +37,24 @@ def test_a_silent_hung_node_is_named_by_its_peers(tmp_path: Path, monkeypatch) -
     without = {n.node: n.score for n in diagnose(job).nodes}
     assert with_blame["node-003"] - without.get("node-003", 0.0) >= 0.45  # the peers' word counts
     assert all(with_blame[n] == without[n] for n in without if n != "node-003")  # and nobody else's
+
+
+def test_the_node_whose_launcher_killed_a_worker_that_ignored_sigterm_is_the_suspect(tmp_path: Path) -> None:
+    # a stopped rank (SIGSTOP) logs nothing; every other rank times out; only its launcher says
+    # that a worker would not stop
+    job = tmp_path / "job-2"
+    timeout = "[rank{r}]: RuntimeError: [pair.cc:553] Timed out waiting 8000ms for recv operation to complete"
+    for rank in range(8):
+        node = rank // 2
+        lines = training_lines(rank, 10) + ([] if rank == 5 else [timeout.format(r=rank)])
+        write_rank(job / f"node-{node:03d}" / f"rank-{rank:04d}.log", lines)
+    for node in range(4):
+        agent = ["W1201 08:00:02.100000 77 torch/distributed/elastic/multiprocessing/api.py:897] "
+                 "Sending process 5679 closing signal SIGTERM"]
+        if node == 2:
+            agent.append("W1201 08:00:32.100000 77 torch/distributed/elastic/multiprocessing/api.py:1047] "
+                         "Unable to shutdown process 2357 via 15, forcefully exiting via 9")
+        write_rank(job / f"node-{node:03d}" / "agent.log", agent)
+    d = diagnose(job)
+    assert d.nodes[0].node == "node-002", [(n.node, n.score) for n in d.nodes]
+    assert "Timed out waiting" in d.events[0].template

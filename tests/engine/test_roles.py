@@ -66,3 +66,42 @@ def test_the_launchers_report_is_the_evidence_when_a_killed_rank_left_none(tmp_p
     agent = [AGENT[0], AGENT[1].replace("exitcode: 1", "exitcode: -9"), AGENT[2]]
     d = diagnose(_job(tmp_path / "j", {"node-0/agent.log": agent, "node-0/rank-0.log": ["iteration 3: ok"]}))
     assert d.events[0].template.startswith("failed (exitcode:")
+
+
+def test_errors_a_file_logs_after_its_teardown_began_are_cascades_of_it(tmp_path):
+    # the ranks time out waiting for a silent peer; then the agents tear down, and the node that
+    # hosts the rendezvous store logs its own errors (alone, after its "Sending process" line)
+    timeout = ["[rank{r}]: RuntimeError: [pair.cc:553] Timed out waiting 8000ms for recv operation"]
+    store = [
+        AGENT[0],
+        "[W1201 08:00:03.000000 TCPStore.cpp:106] [c10d] sendBytes failed on SocketImpl(fd=3): Broken pipe",
+        "W1201 08:00:03.200000 77 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:1298] The node "
+        "'127.0.0.1_77_0' has failed to shutdown the rendezvous 'job' due to an error of type "
+        "RendezvousConnectionError.",
+    ]
+    files = {f"node-{n}/rank-{n}.log": [timeout[0].format(r=n)] for n in range(3)}
+    files["node-0/agent.log"] = store
+    files["node-1/agent.log"] = AGENT[:1]
+    d = diagnose(_job(tmp_path / "j", files))
+    assert "Timed out waiting" in d.events[0].template
+
+
+def test_a_cascade_on_one_node_ranks_below_the_error_in_sight(tmp_path):
+    failing = ["[rank2]: terminate called after throwing an instance of 'gloo::EnforceNotMet'"]
+    peer = ["[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:25249. This is "
+            "typically caused by a remote worker crashing."]
+    # the mismatch shows on two of four nodes, the peer's closed connection on one
+    files = {"node-1/rank-2.log": failing, "node-2/rank-4.log": failing, "node-0/rank-0.log": peer,
+             "node-3/rank-6.log": ["step 1 ok"]}
+    d = diagnose(_job(tmp_path / "j", files))
+    assert "EnforceNotMet" in d.events[0].template
+
+
+def test_a_peers_closed_connection_ranks_below_the_timeouts_it_follows(tmp_path):
+    # a straggler: the others time out waiting for it and exit; then it finds its connections closed
+    timeout = "[rank{r}]: RuntimeError: [unbound_buffer.cc:129] Timed out waiting 8000ms for send operation"
+    closed = ("[rank{r}]: RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:3285. This is "
+              "typically caused by a remote worker crashing. Check the logs of the remote worker.")
+    files = {f"node-{n}/rank-{n}.log": [(closed if n == 2 else timeout).format(r=n)] for n in range(4)}
+    d = diagnose(_job(tmp_path / "j", files))
+    assert "Timed out waiting" in d.events[0].template
