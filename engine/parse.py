@@ -20,12 +20,12 @@ from drain3.template_miner_config import TemplateMinerConfig
 
 from engine.executors import Executor, choose_executor
 from engine.fold import BINARY_KEY, fold_text
-from engine.headers import parse_header, timestamp
+from engine.headers import timestamp
 from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
 from engine.model import ParsedJob, Stats, TemplateStat
-from engine.scan import COARSE, FileScan, scan_file
+from engine.scan import COARSE, FileScan, message_level, scan_file
 
 MAX_CLUSTERS = 20000
 LEAF_CAP = 16  # clusters per Drain leaf (token count + first tokens); then lines join the closest
@@ -88,8 +88,8 @@ class TemplateTable:
         """The cluster of pre-key `key`, whose first line in some file is `line`."""
         info = self.by_key.get(key)
         if info is None:
-            header = parse_header(line.decode("utf-8", "replace"))
-            masked = mask(fold_text(header.message)) or MASK
+            message, level = message_level(line.decode("utf-8", "replace"))
+            masked = mask(fold_text(message)) or MASK
             if key.startswith(COARSE):  # lines of a crowded file grouped by their start only
                 masked = " ".join([*masked.split()[:COARSE_WORDS if len(key) > 1 else 0], MASK])
             cid = self.by_masked.get(masked)
@@ -98,7 +98,7 @@ class TemplateTable:
                 if len(self.by_masked) >= MEMO_CAP:
                     self.by_masked.clear()
                 self.by_masked[masked] = cid
-            info = KeyInfo(cid, header.level)
+            info = KeyInfo(cid, level)
             if len(self.by_key) >= MEMO_CAP:
                 self.by_key.clear()
             self.by_key[key] = info

@@ -47,6 +47,25 @@ def iteration_of(message: str) -> int | None:
     return None
 
 
+_ZERO_DIGITS = str.maketrans("123456789", "000000000")
+HEADER_MEMO = 1 << 16  # header shapes remembered (lines with digits as "0")
+
+
+@lru_cache(maxsize=HEADER_MEMO)
+def _header_shape(zeroed: str) -> tuple[int, str | None]:
+    header = parse_header(zeroed)
+    return len(header.message), header.level
+
+
+def message_level(text: str) -> tuple[str, str | None]:
+    """`parse_header(text)`'s message and level, the header parsed once per shape: the prefix and
+    level rules treat every digit alike, so lines that differ only in digits (`[rank9]:` and
+    `[rank12]:`, other values) strip the same header. Per distinct pre-key, not per line."""
+    size, level = _header_shape(text.translate(_ZERO_DIGITS))
+    end = len(text.rstrip())
+    return text[end - size:end], level
+
+
 @dataclass
 class FileScan:
     path: str
@@ -79,7 +98,7 @@ def _marker_token(line: bytes) -> int | None:
     same places, so the number is read from that token of each line, without a regex per line;
     BY_REGEX when the number is part of a bigger token (such lines are rare: checkpoint saves)."""
     text = line.decode("utf-8", "replace")
-    if iteration_of(parse_header(text).message) is None:
+    if iteration_of(message_level(text)[0]) is None:
         return None
     char = _str_span(text)
     if char is None:
