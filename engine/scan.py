@@ -57,6 +57,15 @@ def _header_shape(zeroed: str) -> tuple[int, str | None]:
     return len(header.message), header.level
 
 
+_ASCII_DIGIT = re.compile(rb"[0-9]")
+
+
+def may_hold_number(line: bytes) -> bool:
+    """False when `line` can hold neither an iteration number nor a timestamp: it is ASCII and has
+    no digit (free text). Marker numbers are read as ASCII digits; other lines are kept (True)."""
+    return _ASCII_DIGIT.search(line) is not None or not line.isascii()
+
+
 def message_level(text: str) -> tuple[str, str | None]:
     """`parse_header(text)`'s message and level, the header parsed once per shape: the prefix and
     level rules treat every digit alike, so lines that differ only in digits (`[rank9]:` and
@@ -97,6 +106,8 @@ def _marker_token(line: bytes) -> int | None:
     if the line is an iteration marker. Every line of a pre-key has its variable tokens in the
     same places, so the number is read from that token of each line, without a regex per line;
     BY_REGEX when the number is part of a bigger token (such lines are rare: checkpoint saves)."""
+    if _ASCII_DIGIT.search(line) is None:  # the number is read as ASCII digits (below)
+        return None
     text = line.decode("utf-8", "replace")
     if iteration_of(message_level(text)[0]) is None:
         return None
