@@ -5,6 +5,9 @@
 * `random_bytes_job`: one rank file of random bytes (a core dump or a binary written by mistake).
 * `one_file_job`: the rank files of a generated job concatenated, `copies` times, into one rank
   file (one huge file must stream like many small ones).
+* `linked_job`: a job bigger than GENERATE_MAX made of a generated job's rank files hard-linked
+  under more node names (`node-006-c2/…`), so a 17 GB job costs neither 17 GB of disk nor the
+  generator's CPU time; every file is still parsed on its own.
 
 Each writes a job folder (`job.json` and node folders, as CONTRACTS.md describes); `speed_job`
 picks (and caches, or writes to a scratch folder it deletes afterwards) the job a
@@ -26,6 +29,7 @@ from engine.ingest import discover
 
 BLOCK = 8 << 20  # bytes written or copied at a time
 ONE_FILE_SOURCE = 1_000_000_000  # the one-file layout concatenates copies of a job of at most this size
+GENERATE_MAX = 2_000_000_000  # bigger jobs are hard-linked copies of a generated job of this size
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pra", "stel", "gor", "phin",
               "dru", "quel", "ob", "ix", "an", "er", "un", "tor", "mal", "ven", "sil")
 
@@ -79,6 +83,29 @@ def one_file_job(src: Path, out: Path, copies: int = 1) -> Path:
     return out
 
 
+def linked_job(src: Path, out: Path, size: int) -> Path:
+    """A job of about `size` bytes: the rank files of `src` hard-linked into `out`, the first copy
+    under their own node names, the next ones as `<node>-c<k>`, until `size` is reached."""
+    _job_json(out, out.name)
+    files = discover(src).files
+    total, copy = 0, 0
+    while total < size:
+        for f in files:
+            rel = Path(f.path).relative_to(src)
+            node = rel.parts[0] if copy == 0 else f"{rel.parts[0]}-c{copy}"
+            dst = out / node / Path(*rel.parts[1:])
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                dst.hardlink_to(f.path)
+            except OSError:  # another file system, or no hard links there
+                shutil.copyfile(f.path, dst)
+            total += f.size
+            if total >= size:
+                break
+        copy += 1
+    return out
+
+
 def _job_name(size: int, seed: int, profile: str, layout: str, lines: int) -> str:
     if profile == "free-text":
         return f"free-text-{lines}-{seed}"
@@ -105,6 +132,8 @@ def _make(root: Path, size: int, seed: int, profile: str, layout: str, lines: in
         random_bytes_job(job, size, seed)
     elif layout == "one-file":
         _one_file(root, job, size, seed, profile)
+    elif size > GENERATE_MAX:
+        linked_job(_make(root, GENERATE_MAX, seed, profile, "ranks", lines), job, size)
     else:
         generate_large_job(job, size, seed=seed, profile=profile)
     (job / ".complete").write_text("ok")
@@ -133,6 +162,10 @@ def speed_job(cache: Path, size: int, seed: int, profile: str, layout: str = "ra
         if layout == "one-file" and profile not in ("free-text", "random-bytes"):
             cache.mkdir(parents=True, exist_ok=True)
             job = _one_file(cache, tmp / _job_name(size, seed, profile, layout, lines), size, seed, profile)
+        elif size > GENERATE_MAX and profile not in ("free-text", "random-bytes"):
+            cache.mkdir(parents=True, exist_ok=True)
+            src = _make(cache, GENERATE_MAX, seed, profile, "ranks", lines)
+            job = linked_job(src, tmp / _job_name(size, seed, profile, layout, lines), size)
         else:
             job = _make(tmp, size, seed, profile, layout, lines)
         yield job
