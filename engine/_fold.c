@@ -362,7 +362,62 @@ static PyObject *numbers(PyObject *self, PyObject *args) {
     return res;
 }
 
+/* keys(folded, table, room) -> (ids, fresh_lines, fresh_keys): the id of every line of `folded`
+ * (lines joined by "\n") in dict `table` (bytes -> int), as int64 bytes. A line new to the table
+ * is added with the next id (len(table)) while fewer than `room` were added, and its line index
+ * and key are listed; further new lines get -1 (the caller groups them coarsely). */
+static PyObject *keys(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    PyObject *table;
+    Py_ssize_t room;
+    if (!PyArg_ParseTuple(args, "y*O!n", &buf, &PyDict_Type, &table, &room)) return NULL;
+    const char *s = buf.buf;
+    const Py_ssize_t n = buf.len;
+    Py_ssize_t lines = 1;
+    for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) lines++;
+    PyObject *ids = PyBytes_FromStringAndSize(NULL, lines * 8);
+    PyObject *fresh_lines = PyList_New(0), *fresh_keys = PyList_New(0);
+    PyObject *result = NULL;
+    if (ids == NULL || fresh_lines == NULL || fresh_keys == NULL) goto done;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(ids);
+    Py_ssize_t added = 0, a = 0;
+    for (Py_ssize_t row = 0; row < lines; row++) {
+        const char *nl = memchr(s + a, '\n', (size_t)(n - a));
+        Py_ssize_t b = nl ? (Py_ssize_t)(nl - s) : n;
+        PyObject *key = PyBytes_FromStringAndSize(s + a, b - a);
+        if (key == NULL) goto done;
+        PyObject *id = PyDict_GetItemWithError(table, key); /* borrowed */
+        if (id != NULL) {
+            out[row] = PyLong_AsLongLong(id);
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            goto done;
+        } else if (added < room) {
+            PyObject *next = PyLong_FromSsize_t(PyDict_GET_SIZE(table)), *at = PyLong_FromSsize_t(row);
+            int bad = next == NULL || at == NULL || PyDict_SetItem(table, key, next) < 0 ||
+                      PyList_Append(fresh_lines, at) < 0 || PyList_Append(fresh_keys, key) < 0;
+            out[row] = next ? PyLong_AsLongLong(next) : -1;
+            Py_XDECREF(next);
+            Py_XDECREF(at);
+            if (bad) { Py_DECREF(key); goto done; }
+            added++;
+        } else {
+            out[row] = -1;
+        }
+        Py_DECREF(key);
+        a = b + 1;
+    }
+    result = PyTuple_Pack(3, ids, fresh_lines, fresh_keys);
+done:
+    Py_XDECREF(ids);
+    Py_XDECREF(fresh_lines);
+    Py_XDECREF(fresh_keys);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
+    {"keys", keys, METH_VARARGS, "Ids of the lines of a folded block in a dict of keys (new ones added)."},
     {"fold", fold, METH_VARARGS, "Every line of a block with its variable tokens folded into <*>."},
     {"spans", spans_of, METH_VARARGS, "(start, end) of the variable tokens of one line; None if binary."},
     {"numbers", numbers, METH_VARARGS, "Values of the index-th variable token of several lines."},
