@@ -189,7 +189,8 @@ def format_run(row: dict, files: int, profile: str) -> str:
     if row.get("worker_rss_mb"):
         rss += f", largest worker {row['worker_rss_mb']:.0f} MB"
     return "\n".join([
-        f"job: {row['bytes'] / 1e9:.2f} GB in {files} rank files, profile {profile}, phase {row['phase']} "
+        f"job: {_size(row['bytes'])} in {files} rank file{'s' if files != 1 else ''}, profile {profile}, "
+        f"phase {row['phase']} "
         f"on {cores} core{'s' if cores > 1 else ''} ({os.cpu_count()} on this machine)",
         f"wall {row['seconds']:.1f} s, {row['mb_per_s']:.1f} MB/s wall; CPU {row['cpu_seconds']:.1f} s, "
         f"CPU/{cores} = {row['cpu_seconds'] / cores:.1f} s (the wall on an idle {cores}-core machine), "
@@ -197,6 +198,10 @@ def format_run(row: dict, files: int, profile: str) -> str:
         f"peak RSS: {rss}",
         f"load average (1 min) during the run: {loads}",
     ])
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
 def _load() -> str:
