@@ -135,7 +135,10 @@ def cmd_speed(args: argparse.Namespace) -> int:
             for row in run_speed(job, phases=(name,), grep=False):
                 print(format_run(row, len(files), args.profile))
             return 0
-        rows = run_speed(job, phases=phases or PHASES)
+        baseline = Path(args.baseline).resolve() if args.baseline else None
+        if baseline is not None and not (baseline / "engine" / "bench" / "speed.py").is_file():
+            raise JobError(f"--baseline {args.baseline}: not a checkout of this repository")
+        rows = run_speed(job, phases=phases or PHASES, baseline=baseline)
         print(format_speed(rows, total, args.profile))
     return 0
 
@@ -240,6 +243,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--phases", default=None,
                    help="comma-separated phases to run (parse-1core, diagnose-1core, diagnose-pool, "
                         "naive-drain3); default all")
+    s.add_argument("--baseline", default=None,
+                   help="a checkout of another commit (git worktree add /tmp/old COMMIT): each phase is also "
+                        "run by its engine, right before this one's, for a ratio under the same load")
     s.add_argument("--scratch", action="store_true",
                    help="generate the job in a temporary folder and delete it afterwards (big sizes), "
                         "instead of caching it")

@@ -118,14 +118,25 @@ def _naive_drain(job: str) -> int:
     return done
 
 
-def _run_phase(name: str, job: Path) -> dict:
+def _run_phase(name: str, job: Path, engine_root: Path | None = None) -> dict:
+    """One phase in a fresh subprocess; with `engine_root`, the engine of that checkout (another
+    commit's `git worktree`, same Python environment) runs it."""
+    env, cwd = None, None
+    if engine_root is not None:
+        env = {**os.environ, "PYTHONPATH": str(engine_root)}
+        cwd = str(engine_root)
     out = subprocess.run(
         [sys.executable, "-m", "engine.bench.speed", name, str(job)],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
+        cwd=cwd,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    if engine_root is not None:
+        row["phase"] = f"{name} ({engine_root.name})"
+    return row
 
 
 def _grep(job: Path) -> dict:
@@ -139,15 +150,19 @@ def _grep(job: Path) -> dict:
 
 
 def run_speed(job: Path, pool_workers: int | None = None, phases: tuple[str, ...] = PHASES,
-              grep: bool = True) -> list[dict]:
-    """`grep -c` (if `grep`) and each of `phases`, one subprocess each, one after the other."""
+              grep: bool = True, baseline: Path | None = None) -> list[dict]:
+    """`grep -c` (if `grep`) and each of `phases`, one subprocess each, one after the other; with
+    `baseline` (another checkout of the repository), each phase is run by that engine right
+    before this one, so that both see the same machine load."""
     rows = [_grep(job)] if grep else []
     for name in phases:
+        if baseline is not None and name != "naive-drain3":
+            rows.append(_run_phase(name, job, baseline))
         rows.append(_run_phase(name, job))
     cores = pool_workers or os.cpu_count() or 1
     for r in rows:
         mbps = r["bytes"] / 1e6 / r["seconds"] if r["seconds"] else 0.0
-        r["cores"] = cores if r["phase"] == "diagnose-pool" else 1
+        r["cores"] = cores if r["phase"].startswith("diagnose-pool") else 1
         r["mb_per_s"] = mbps
         r["mb_per_s_per_core"] = mbps / r["cores"]
         r["mb_per_cpu_s"] = r["bytes"] / 1e6 / r["cpu_seconds"] if r["cpu_seconds"] else 0.0

@@ -51,3 +51,10 @@ def test_cli_runs_a_scratch_job_and_deletes_it(tmp_path):
                               "TMPDIR": str(tmp_path)}, check=True)
     assert "phase diagnose-1core" in out.stdout and "peak RSS" in out.stdout
     assert not list(tmp_path.glob("l4-speed-*"))
+
+
+def test_baseline_checkout_runs_each_phase_right_before_this_engine(tmp_path):
+    job = generate_large_job(tmp_path / "big", 1_000_000, seed=2)
+    root = Path(__file__).resolve().parents[3]
+    rows = run_speed(job, phases=("parse-1core",), grep=False, baseline=root)
+    assert [r["phase"] for r in rows] == [f"parse-1core ({root.name})", "parse-1core"]
