@@ -32,10 +32,11 @@ def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
     return resource.getrusage(who).ru_maxrss / 1024.0
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process and of its finished children (the pool's workers)."""
+def _cpu_seconds(children: bool = True) -> float:
+    """CPU time of this process and (if `children`) of its finished children (the pool's workers)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    mine = own.ru_utime + own.ru_stime
+    return mine + kids.ru_utime + kids.ru_stime if children else mine
 
 
 def phase(name: str, job: str) -> dict:
@@ -49,7 +50,7 @@ def phase(name: str, job: str) -> dict:
     startup = time.perf_counter() - t_import
     size = sum(f.size for f in discover(job).files)
     loads = _LoadSampler()
-    t0, c0 = time.perf_counter(), _cpu_seconds()
+    t0, c0, own0 = time.perf_counter(), _cpu_seconds(), _cpu_seconds(children=False)
     if name == "parse-1core":
         parse_job(job, executor=InProcessExecutor())
         processed = size
@@ -63,6 +64,7 @@ def phase(name: str, job: str) -> dict:
         raise ValueError(name)
     secs = time.perf_counter() - t0
     return {"phase": name, "bytes": processed, "seconds": secs, "cpu_seconds": _cpu_seconds() - c0,
+            "parent_cpu_seconds": _cpu_seconds(children=False) - own0,
             "startup_seconds": startup, "peak_rss_mb": _peak_rss_mb(),
             "worker_rss_mb": _peak_rss_mb(resource.RUSAGE_CHILDREN) if name == "diagnose-pool" else None,
             "load": loads.stop()}
@@ -210,6 +212,8 @@ def format_run(row: dict, files: int, profile: str) -> str:
         f"wall {row['seconds']:.1f} s, {row['mb_per_s']:.1f} MB/s wall; CPU {row['cpu_seconds']:.1f} s, "
         f"CPU/{cores} = {row['cpu_seconds'] / cores:.1f} s (the wall on an idle {cores}-core machine), "
         f"{row['mb_per_cpu_s']:.1f} MB per CPU-second; start-up {row['startup_seconds']:.1f} s apart",
+        f"CPU of the parent (merging the files' results, then the analysis, which runs in it alone): "
+        f"{row.get('parent_cpu_seconds', 0.0):.1f} s",
         f"peak RSS: {rss}",
         f"load average (1 min) during the run: {loads}",
     ])
