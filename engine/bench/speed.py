@@ -184,9 +184,10 @@ def format_speed(rows: list[dict], job_bytes: int, profile: str = "repetitive") 
         rss = f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] is not None else "–"
         if r.get("worker_rss_mb"):
             rss += f" (workers {r['worker_rss_mb']:.0f})"
+        ratio = f"{r['mb_per_cpu_s'] / base:.1f}" if base else "–"
         out.append(
             f"| {r['phase']} | {r['cores']} | {r['mb_per_s']:.1f} | {r['mb_per_s_per_core']:.1f} | "
-            f"{r['mb_per_cpu_s']:.1f} | {r['mb_per_cpu_s'] / base if base else 0.0:.1f} | {rss} |"
+            f"{r['mb_per_cpu_s']:.1f} | {ratio} | {rss} |"
         )
     startups = [r["startup_seconds"] for r in rows if r.get("startup_seconds") is not None]
     if startups:
