@@ -109,30 +109,37 @@ def _cache_dir() -> Path:
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
-    from engine.bench.generate import generate_large_job
-    from engine.bench.speed import format_speed, parse_size, run_speed
+    from engine.bench.speed import PHASES, format_run, format_speed, parse_size, run_speed
+    from engine.bench.speed_jobs import speed_job
 
     try:
         size = parse_size(args.size)
     except ValueError as exc:
         raise JobError(str(exc)) from None
-    suffix = "" if args.profile == "repetitive" else f"-{args.profile}"
-    job = _cache_dir() / "bench" / f"large-{size}-{args.seed}{suffix}"
-    if not (job / ".complete").exists():
-        print(f"generating a {size / 1e9:.2f} GB {args.profile} job in {job} (once; cached)…",
-              file=sys.stderr)
-        generate_large_job(job, size, seed=args.seed, profile=args.profile)
-        (job / ".complete").write_text("ok")
-    total = sum(f.stat().st_size for f in job.rglob("*") if f.is_file())
-    if args.executor == "dask":
-        try:
-            from engine.bench.dask_speed import format_dask_speed, run_dask_speed
-        except ImportError:
-            raise JobError("--executor dask needs dask: pip install 'l4[dask]'") from None
-        print(format_dask_speed(run_dask_speed(job, scheduler=args.scheduler), total))
-        return 0
-    rows = run_speed(job)
-    print(format_speed(rows, total, args.profile))
+    phases = tuple(p for p in (args.phases or "").split(",") if p)
+    if bad := [p for p in phases if p not in PHASES]:
+        raise JobError(f"unknown phase {bad[0]!r}; use some of {', '.join(PHASES)}")
+    with speed_job(_cache_dir() / "bench", size, args.seed, args.profile, args.layout, args.lines,
+                   scratch=args.scratch) as job:
+        files = [f for f in job.rglob("*") if f.is_file() and f.name not in ("job.json", ".complete")]
+        total = sum(f.stat().st_size for f in files)
+        if args.executor == "dask":
+            try:
+                from engine.bench.dask_speed import format_dask_speed, run_dask_speed
+            except ImportError:
+                raise JobError("--executor dask needs dask: pip install 'l4[dask]'") from None
+            print(format_dask_speed(run_dask_speed(job, scheduler=args.scheduler), total))
+            return 0
+        if args.executor == "pool" or (not phases and args.profile in ("free-text", "random-bytes")):
+            name = "diagnose-pool" if args.executor == "pool" else "diagnose-1core"
+            for row in run_speed(job, phases=(name,), grep=False):
+                print(format_run(row, len(files), args.profile))
+            return 0
+        baseline = Path(args.baseline).resolve() if args.baseline else None
+        if baseline is not None and not (baseline / "engine" / "bench" / "speed.py").is_file():
+            raise JobError(f"--baseline {args.baseline}: not a checkout of this repository")
+        rows = run_speed(job, phases=phases or PHASES, baseline=baseline)
+        print(format_speed(rows, total, args.profile))
     return 0
 
 
@@ -220,13 +227,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = bsub.add_parser("speed", help="throughput and peak memory on a large generated job")
     s.add_argument("--size", default="1GB")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--executor", choices=("local", "dask"), default="local",
-                   help="dask: parse on a LocalCluster of 1 and 2 workers (or --scheduler) and model 16")
+    s.add_argument("--executor", choices=("local", "pool", "dask"), default="local",
+                   help="local: the table of phases; pool: only the whole diagnosis with the process pool, "
+                        "end to end (wall, CPU, RSS of parent and workers, load average); dask: parse on a "
+                        "LocalCluster of 1 and 2 workers (or --scheduler) and model 16")
     s.add_argument("--scheduler", default=None, help="with --executor dask: an existing cluster's address")
-    s.add_argument("--profile", choices=["repetitive", "unique-tokens", "mixed"], default="repetitive",
+    s.add_argument("--profile", choices=["repetitive", "unique-tokens", "mixed", "free-text", "random-bytes"],
+                   default="repetitive",
                    help="repetitive: lines differ only in numbers; unique-tokens: most lines carry hex "
                         "pointers, comm ids, object reprs, UUIDs, temporary names, IPv6; mixed: some "
-                        "(engine/bench/data/speed.yaml)")
+                        "(engine/bench/data/speed.yaml); free-text: one file of --lines distinct lines of "
+                        "made-up words; random-bytes: one file of --size random bytes")
+    s.add_argument("--layout", choices=["ranks", "one-file"], default="ranks",
+                   help="one-file: the generated job's rank files concatenated into one rank file of --size")
+    s.add_argument("--lines", type=int, default=40_000, help="lines of the free-text profile")
+    s.add_argument("--phases", default=None,
+                   help="comma-separated phases to run (parse-1core, diagnose-1core, diagnose-pool, "
+                        "naive-drain3); default all")
+    s.add_argument("--baseline", default=None,
+                   help="a checkout of another commit (git worktree add /tmp/old COMMIT): each phase is also "
+                        "run by its engine, right before this one's, for a ratio under the same load")
+    s.add_argument("--scratch", action="store_true",
+                   help="generate the job in a temporary folder and delete it afterwards (big sizes), "
+                        "instead of caching it")
     s.set_defaults(func=cmd_speed)
     hg = bsub.add_parser("hang", help="hang cases diagnosed with and without their flight-recorder and "
                                       "stack dumps")

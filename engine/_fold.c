@@ -89,12 +89,14 @@ static inline Tok next_token(const unsigned char *s, Py_ssize_t a, Py_ssize_t n,
     Py_ssize_t i = a;
     int others = 0, runs = 0, in_run = 0;
     t.digits = 0;
-    while (i < n) {
+    while (i < n) { /* branch-free counting: token bytes mix digits and letters unpredictably */
         unsigned char d = CLS[s[i]];
-        if (d == DIGIT) { t.digits++; runs += !in_run; in_run = 1; }
-        else if (d == LETTER) { others++; in_run = 0; }
-        else if (d == HEXL) in_run = 0;
-        else break;
+        if ((unsigned)(d - 1) > 2u) break; /* not DIGIT, HEXL or LETTER */
+        int dig = d == DIGIT;
+        t.digits += dig;
+        runs += dig & !in_run;
+        in_run = dig;
+        others += d == LETTER;
         i++;
     }
     Py_ssize_t len = i - a;
@@ -213,40 +215,50 @@ static PyObject *fold(PyObject *self, PyObject *args) {
         memset(vals, 0xff, (size_t)(lines * width * 8)); /* -1 */
     }
     char *out = PyBytes_AS_STRING(res);
-    Py_ssize_t o = 0, i = 0, line = 0, line_out = 0, row = 0, k = 0; /* k: variable tokens so far */
+    /* Output is written lazily: bytes that stay as they are are copied in one memcpy when the next
+     * fold comes (or at the end), from `done` on; `line_out` is where the current line starts in
+     * the output once anything of it was written (line_out < 0: not yet). */
+    Py_ssize_t o = 0, i = 0, line = 0, line_out = 0, row = 0, k = 0, done = 0; /* k: variable tokens */
     State st = FRESH;
-    Py_ssize_t chain_out = 0; /* where the chain of kept hex groups starts in the output */
     Py_BEGIN_ALLOW_THREADS
+#define FLUSH_TO(x) do { Py_ssize_t x_ = (x); \
+        if (line_out < 0) line_out = o + (line - done); \
+        memcpy(out + o, s + done, (size_t)(x_ - done)); o += x_ - done; done = x_; } while (0)
     while (i < n) {
         unsigned char ch = s[i], c = CLS[ch];
         if (c == SEP) {
-            Py_ssize_t e = (ch == '/' || ch == '.') ? path_end(s, i, n, line) : -1;
-            if (e > 0) {
-                memcpy(out + o, PLACEHOLDER, 3);
-                o += 3;
-                i = e;
-                st.prev_b = -1;
-                k++;
-                continue;
+            if (ch == '/' || ch == '.') {
+                Py_ssize_t e = path_end(s, i, n, line);
+                if (e > 0) {
+                    FLUSH_TO(i);
+                    memcpy(out + o, PLACEHOLDER, 3);
+                    o += 3;
+                    done = i = e;
+                    st.prev_b = -1;
+                    k++;
+                    continue;
+                }
+            } else if (ch == '\n') {
+                line = i + 1; line_out = -1; st = FRESH; row++; k = 0;
             }
-            if (ch == '\n') { line = i + 1; line_out = o + 1; st = FRESH; row++; k = 0; }
-            out[o++] = (char)ch;
             i++;
             continue;
         }
         if (c == CTRL) { /* a binary line: its key is "\0" */
             const unsigned char *nl = memchr(s + i, '\n', (size_t)(n - i));
+            if (line_out < 0) FLUSH_TO(line);
             o = line_out;
             out[o++] = '\0';
-            i = nl ? (Py_ssize_t)(nl - s) : n;
+            done = i = nl ? (Py_ssize_t)(nl - s) : n;
+            line_out = o;
             if (vals) memset(vals + row * width, 0xff, (size_t)(width * 8));
             continue;
         }
-        Py_ssize_t a = i, tok_out = o;
+        Py_ssize_t a = i;
         Tok t = next_token(s, a, n, line, &st, &r);
         if (t.var) {
-            if (t.cont) { /* the chain folds too */
-                o = chain_out;
+            if (t.cont) { /* the chain folds too (nothing of it was written yet) */
+                FLUSH_TO(st.chain);
                 for (Py_ssize_t j = st.chain; j < a;) {
                     if (is_alnum(s[j])) {
                         while (j < a && is_alnum(s[j])) j++;
@@ -257,23 +269,25 @@ static PyObject *fold(PyObject *self, PyObject *args) {
                         out[o++] = (char)s[j++];
                     }
                 }
+                done = a;
+            } else {
+                FLUSH_TO(a);
             }
             memcpy(out + o, PLACEHOLDER, 3);
             o += 3;
+            done = t.b;
             if (vals && k < width && t.digits == t.b - a && t.b - a <= 18) {
                 int64_t v = 0;
                 for (Py_ssize_t j = a; j < t.b; j++) v = v * 10 + (s[j] - '0');
                 vals[row * width + k] = v;
             }
             k++;
-        } else {
-            memcpy(out + o, s + a, (size_t)(t.b - a));
-            o += t.b - a;
-            if (t.group && !t.cont) chain_out = tok_out;
         }
         advance(&st, &t, a);
         i = t.b;
     }
+    FLUSH_TO(n);
+#undef FLUSH_TO
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
     if (_PyBytes_Resize(&res, o) < 0) { Py_XDECREF(vres); return NULL; }
@@ -348,7 +362,62 @@ static PyObject *numbers(PyObject *self, PyObject *args) {
     return res;
 }
 
+/* keys(folded, table, room) -> (ids, fresh_lines, fresh_keys): the id of every line of `folded`
+ * (lines joined by "\n") in dict `table` (bytes -> int), as int64 bytes. A line new to the table
+ * is added with the next id (len(table)) while fewer than `room` were added, and its line index
+ * and key are listed; further new lines get -1 (the caller groups them coarsely). */
+static PyObject *keys(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    PyObject *table;
+    Py_ssize_t room;
+    if (!PyArg_ParseTuple(args, "y*O!n", &buf, &PyDict_Type, &table, &room)) return NULL;
+    const char *s = buf.buf;
+    const Py_ssize_t n = buf.len;
+    Py_ssize_t lines = 1;
+    for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) lines++;
+    PyObject *ids = PyBytes_FromStringAndSize(NULL, lines * 8);
+    PyObject *fresh_lines = PyList_New(0), *fresh_keys = PyList_New(0);
+    PyObject *result = NULL;
+    if (ids == NULL || fresh_lines == NULL || fresh_keys == NULL) goto done;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(ids);
+    Py_ssize_t added = 0, a = 0;
+    for (Py_ssize_t row = 0; row < lines; row++) {
+        const char *nl = memchr(s + a, '\n', (size_t)(n - a));
+        Py_ssize_t b = nl ? (Py_ssize_t)(nl - s) : n;
+        PyObject *key = PyBytes_FromStringAndSize(s + a, b - a);
+        if (key == NULL) goto done;
+        PyObject *id = PyDict_GetItemWithError(table, key); /* borrowed */
+        if (id != NULL) {
+            out[row] = PyLong_AsLongLong(id);
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            goto done;
+        } else if (added < room) {
+            PyObject *next = PyLong_FromSsize_t(PyDict_GET_SIZE(table)), *at = PyLong_FromSsize_t(row);
+            int bad = next == NULL || at == NULL || PyDict_SetItem(table, key, next) < 0 ||
+                      PyList_Append(fresh_lines, at) < 0 || PyList_Append(fresh_keys, key) < 0;
+            out[row] = next ? PyLong_AsLongLong(next) : -1;
+            Py_XDECREF(next);
+            Py_XDECREF(at);
+            if (bad) { Py_DECREF(key); goto done; }
+            added++;
+        } else {
+            out[row] = -1;
+        }
+        Py_DECREF(key);
+        a = b + 1;
+    }
+    result = PyTuple_Pack(3, ids, fresh_lines, fresh_keys);
+done:
+    Py_XDECREF(ids);
+    Py_XDECREF(fresh_lines);
+    Py_XDECREF(fresh_keys);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
+    {"keys", keys, METH_VARARGS, "Ids of the lines of a folded block in a dict of keys (new ones added)."},
     {"fold", fold, METH_VARARGS, "Every line of a block with its variable tokens folded into <*>."},
     {"spans", spans_of, METH_VARARGS, "(start, end) of the variable tokens of one line; None if binary."},
     {"numbers", numbers, METH_VARARGS, "Values of the index-th variable token of several lines."},

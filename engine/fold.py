@@ -57,6 +57,27 @@ def fold_block_values(data: bytes, width: int) -> tuple[bytes, np.ndarray]:
     return b"\n".join(_fold_line(ln) for ln in lines), out
 
 
+def key_ids(folded: bytes, table: dict[bytes, int], room: int) -> tuple[np.ndarray, list[int], list[bytes]]:
+    """The id in `table` of every line of `folded`; a line new to it is added with the next id
+    (len(table)) while fewer than `room` were added, and listed (line indexes, keys); further new
+    lines get -1."""
+    if _c is not None:
+        raw, fresh_lines, fresh_keys = _c.keys(folded, table, room)
+        return np.frombuffer(raw, dtype=np.int64), fresh_lines, fresh_keys
+    lines = folded.split(b"\n")
+    ids = np.empty(len(lines), dtype=np.int64)
+    fresh_lines: list[int] = []
+    fresh_keys: list[bytes] = []
+    for row, key in enumerate(lines):
+        lid = table.get(key)
+        if lid is None and len(fresh_keys) < room:
+            lid = table[key] = len(table)
+            fresh_lines.append(row)
+            fresh_keys.append(key)
+        ids[row] = -1 if lid is None else lid
+    return ids, fresh_lines, fresh_keys
+
+
 def fold_text(text: str) -> str:
     """One message folded (what a template shows for the tokens its key folded)."""
     return fold_block(text.encode("utf-8", "surrogateescape")).decode("utf-8", "replace")

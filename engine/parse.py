@@ -20,12 +20,12 @@ from drain3.template_miner_config import TemplateMinerConfig
 
 from engine.executors import Executor, choose_executor
 from engine.fold import BINARY_KEY, fold_text
-from engine.headers import parse_header, timestamp
+from engine.headers import timestamp
 from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
 from engine.model import ParsedJob, Stats, TemplateStat
-from engine.scan import COARSE, FileScan, scan_file
+from engine.scan import COARSE, FileScan, may_hold_number, message_level, scan_file
 
 MAX_CLUSTERS = 20000
 LEAF_CAP = 16  # clusters per Drain leaf (token count + first tokens); then lines join the closest
@@ -88,8 +88,8 @@ class TemplateTable:
         """The cluster of pre-key `key`, whose first line in some file is `line`."""
         info = self.by_key.get(key)
         if info is None:
-            header = parse_header(line.decode("utf-8", "replace"))
-            masked = mask(fold_text(header.message)) or MASK
+            message, level = message_level(line.decode("utf-8", "replace"))
+            masked = mask(fold_text(message)) or MASK
             if key.startswith(COARSE):  # lines of a crowded file grouped by their start only
                 masked = " ".join([*masked.split()[:COARSE_WORDS if len(key) > 1 else 0], MASK])
             cid = self.by_masked.get(masked)
@@ -98,7 +98,7 @@ class TemplateTable:
                 if len(self.by_masked) >= MEMO_CAP:
                     self.by_masked.clear()
                 self.by_masked[masked] = cid
-            info = KeyInfo(cid, header.level)
+            info = KeyInfo(cid, level)
             if len(self.by_key) >= MEMO_CAP:
                 self.by_key.clear()
             self.by_key[key] = info
@@ -195,16 +195,19 @@ class _JobBuilder:
             stat.nodes[scan.node] = stat.nodes.get(scan.node, 0) + count
             if _LEVEL_RANK.get(info.level, 0) > _LEVEL_RANK.get(self.levels.get(cid), 0):
                 self.levels[cid] = info.level
-            line = scan.first_line[lid].decode("utf-8", "replace")
+            raw = scan.first_line[lid]
+            line = raw.decode("utf-8", "replace")
             self._add_example(stat, line)
-            ts = timestamp(line, scan.year)
+            ts = timestamp(line, scan.year) if may_hold_number(raw) else None
             if ts:
                 if stat.first_seen is None or ts < stat.first_seen:
                     stat.first_seen = ts
                 if ts < node_first.get(cid, "~"):
                     node_first[cid] = ts
-            if count > 1:
+            if count > 1 and may_hold_number(scan.last_line[lid]):
                 ts = timestamp(scan.last_line[lid].decode("utf-8", "replace"), scan.year)
+            elif count > 1:
+                ts = None
             if ts and (stat.last_seen is None or ts > stat.last_seen):
                 stat.last_seen = ts
             first, last = scan.first_pos[lid], scan.last_pos[lid]

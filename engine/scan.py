@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine.fold import fold_block, fold_block_values, numbers, spans
+from engine.fold import fold_block, fold_block_values, key_ids, numbers, spans
 from engine.headers import parse_header, timestamp
 from engine.ingest import CHUNK, Chunk, RankFile, ReadReport, iter_chunks
 from engine.iterruns import Run, RunBuilder
@@ -45,6 +45,34 @@ def iteration_of(message: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
+
+
+_ZERO_DIGITS = str.maketrans("123456789", "000000000")
+HEADER_MEMO = 1 << 16  # header shapes remembered (lines with digits as "0")
+
+
+@lru_cache(maxsize=HEADER_MEMO)
+def _header_shape(zeroed: str) -> tuple[int, str | None]:
+    header = parse_header(zeroed)
+    return len(header.message), header.level
+
+
+_ASCII_DIGIT = re.compile(rb"[0-9]")
+
+
+def may_hold_number(line: bytes) -> bool:
+    """False when `line` can hold neither an iteration number nor a timestamp: it is ASCII and has
+    no digit (free text). Marker numbers are read as ASCII digits; other lines are kept (True)."""
+    return _ASCII_DIGIT.search(line) is not None or not line.isascii()
+
+
+def message_level(text: str) -> tuple[str, str | None]:
+    """`parse_header(text)`'s message and level, the header parsed once per shape: the prefix and
+    level rules treat every digit alike, so lines that differ only in digits (`[rank9]:` and
+    `[rank12]:`, other values) strip the same header. Per distinct pre-key, not per line."""
+    size, level = _header_shape(text.translate(_ZERO_DIGITS))
+    end = len(text.rstrip())
+    return text[end - size:end], level
 
 
 @dataclass
@@ -78,8 +106,10 @@ def _marker_token(line: bytes) -> int | None:
     if the line is an iteration marker. Every line of a pre-key has its variable tokens in the
     same places, so the number is read from that token of each line, without a regex per line;
     BY_REGEX when the number is part of a bigger token (such lines are rare: checkpoint saves)."""
+    if _ASCII_DIGIT.search(line) is None:  # the number is read as ASCII digits (below)
+        return None
     text = line.decode("utf-8", "replace")
-    if iteration_of(parse_header(text).message) is None:
+    if iteration_of(message_level(text)[0]) is None:
         return None
     char = _str_span(text)
     if char is None:
@@ -138,35 +168,37 @@ class _KeyTable:
         self.last_pos = np.zeros(64, dtype=np.int64)
         self.marker_tok = np.full(64, -1, dtype=np.int64)  # -1: no marker (see _marker_token)
 
-    def ids(self, keys: list[bytes], chunk: Chunk, pos: int) -> np.ndarray:
-        """Local ids of `keys` (the pre-keys of `chunk`, whose first line is line `pos` of the file)."""
-        n = len(keys)
-        try:
-            return np.fromiter(map(self.local.__getitem__, keys), dtype=np.int64, count=n)
-        except KeyError:
-            pass
+    def ids(self, folded: bytes, chunk: Chunk, pos: int) -> np.ndarray:
+        """Local ids of the lines of `folded` (the pre-keys of `chunk`, whose first line is line `pos`
+        of the file), new pre-keys numbered by first appearance."""
         base = len(self.local)
-        fresh = list(set(keys).difference(self.local))
-        if base + len(fresh) > KEY_CAP:
-            keys = self._coarsen(keys, fresh)
-            fresh = list(set(keys).difference(self.local))
-        for k in fresh:
-            self.local[k] = len(self.local)
-        ids = np.fromiter(map(self.local.__getitem__, keys), dtype=np.int64, count=n)
-        _, first = np.unique(ids[ids >= base], return_index=True)  # provisional ids in sorted order
-        first = np.flatnonzero(ids >= base)[first]
-        order = np.argsort(first, kind="stable")  # new ids by first appearance
-        remap = np.arange(len(self.local), dtype=np.int64)
-        remap[base + order] = base + np.arange(len(order))
-        ids = remap[ids]
-        for k in fresh:
-            self.local[k] = int(remap[self.local[k]])
+        ids, fresh_lines, fresh_keys = key_ids(folded, self.local, max(0, KEY_CAP - base))
+        self._record(fresh_lines, fresh_keys, chunk, pos, base)
+        if len(self.local) >= KEY_CAP and (ids < 0).any():  # crowded: the rest is grouped coarsely
+            ids = ids.copy()
+            over = np.flatnonzero(ids < 0).tolist()
+            lines = folded.split(b"\n")
+            coarse = self._coarsen([lines[i] for i in over])
+            base, new_lines, new_keys = len(self.local), [], []
+            for i, c in zip(over, coarse, strict=True):
+                lid = self.local.get(c)
+                if lid is None:
+                    lid = self.local[c] = len(self.local)
+                    new_lines.append(i)
+                    new_keys.append(c)
+                ids[i] = lid
+            self._record(new_lines, new_keys, chunk, pos, base)
+        return ids
+
+    def _record(self, lines: list[int], keys: list[bytes], chunk: Chunk, pos: int, base: int) -> None:
+        """The first lines of new pre-keys `keys` (local ids from `base` on), at `lines` of `chunk`."""
+        if not keys:
+            return
         self._grow(len(self.local))
         sc = self.scan
-        for r, i in enumerate(first[order].tolist()):
+        for r, (i, key) in enumerate(zip(lines, keys, strict=True)):
             lid = base + r
             line = chunk.line(i)
-            key = keys[i]
             sc.keys.append(key)
             sc.first_line.append(line)
             sc.last_line.append(line)
@@ -174,24 +206,20 @@ class _KeyTable:
             tok = _marker_token(line) if not key.startswith(COARSE) else None  # mixed layouts
             if tok is not None:
                 self.marker_tok[lid] = tok
-        return ids
 
-    def _coarsen(self, keys: list[bytes], fresh: list[bytes]) -> list[bytes]:
-        """`keys` with the fresh ones beyond KEY_CAP (in order of appearance) made coarse."""
-        room = max(0, KEY_CAP - len(self.local))
-        fresh_set = set(fresh)
-        over = list(dict.fromkeys(filter(fresh_set.__contains__, keys)))[room:]
+    def _coarsen(self, keys: list[bytes]) -> list[bytes]:
+        """The coarse keys of `keys` (lines whose pre-keys did not fit in the table any more)."""
         room_coarse = 2 * KEY_CAP - max(len(self.local), KEY_CAP)  # then only COARSE itself
         coarse: dict[bytes, bytes] = {}
         made: set[bytes] = set()
-        for k in over:
+        for k in dict.fromkeys(keys):
             c = coarse_key(k)
             if c not in self.local and c not in made:
                 if len(made) >= room_coarse - 1:
                     c = COARSE
                 made.add(c)
             coarse[k] = c
-        return [coarse.get(k, k) for k in keys]
+        return [coarse[k] for k in keys]
 
     def _grow(self, size: int) -> None:
         if size <= len(self.counts):
@@ -366,9 +394,8 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     pos = 0
     for block in iter_chunks(rank_file.path, report, chunk):
         folded, values = fold_block_values(block.data, VALUE_WIDTH)
-        keys = folded.split(b"\n")
-        n = len(keys)
-        ids = table.ids(keys, block, pos)
+        ids = table.ids(folded, block, pos)
+        n = len(ids)
         table.count(ids, block, pos)
         is_marker = (table.marker_tok != -1)[ids]
         at = np.flatnonzero(is_marker)

@@ -12,12 +12,15 @@ import re
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from engine.ingest import discover
 
 NAIVE_SAMPLE_BYTES = 32 * 1024 * 1024  # naive Drain3 is slow: it is timed on a prefix of the job
+PHASES = ("parse-1core", "diagnose-1core", "diagnose-pool", "naive-drain3")
+LOAD_EVERY = 2.0  # seconds between samples of the load average during a phase
 SIMPLE_MASKS = [  # the masking of Drain3's example (as in Loghub's score_ga.py)
     (r"((?<=[^A-Za-z0-9])|^)(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}(:\d+)?)((?=[^A-Za-z0-9])|$)", "IP"),
     (r"((?<=[^A-Za-z0-9])|^)(0[xX][0-9a-fA-F]+)((?=[^A-Za-z0-9])|$)", "HEX"),
@@ -29,10 +32,11 @@ def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
     return resource.getrusage(who).ru_maxrss / 1024.0
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process and of its finished children (the pool's workers)."""
+def _cpu_seconds(children: bool = True) -> float:
+    """CPU time of this process and (if `children`) of its finished children (the pool's workers)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    mine = own.ru_utime + own.ru_stime
+    return mine + kids.ru_utime + kids.ru_stime if children else mine
 
 
 def phase(name: str, job: str) -> dict:
@@ -45,7 +49,8 @@ def phase(name: str, job: str) -> dict:
 
     startup = time.perf_counter() - t_import
     size = sum(f.size for f in discover(job).files)
-    t0, c0 = time.perf_counter(), _cpu_seconds()
+    loads = _LoadSampler()
+    t0, c0, own0 = time.perf_counter(), _cpu_seconds(), _cpu_seconds(children=False)
     if name == "parse-1core":
         parse_job(job, executor=InProcessExecutor())
         processed = size
@@ -59,8 +64,40 @@ def phase(name: str, job: str) -> dict:
         raise ValueError(name)
     secs = time.perf_counter() - t0
     return {"phase": name, "bytes": processed, "seconds": secs, "cpu_seconds": _cpu_seconds() - c0,
+            "parent_cpu_seconds": _cpu_seconds(children=False) - own0,
             "startup_seconds": startup, "peak_rss_mb": _peak_rss_mb(),
-            "worker_rss_mb": _peak_rss_mb(resource.RUSAGE_CHILDREN) if name == "diagnose-pool" else None}
+            "worker_rss_mb": _peak_rss_mb(resource.RUSAGE_CHILDREN) if name == "diagnose-pool" else None,
+            "load": loads.stop()}
+
+
+class _LoadSampler:
+    """The 1-minute load average, sampled every LOAD_EVERY seconds while a phase runs."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._done = threading.Event()
+        self._sample()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="l4-load")
+        self._thread.start()
+
+    def _sample(self) -> None:
+        try:
+            self.samples.append(os.getloadavg()[0])
+        except OSError:
+            pass
+
+    def _run(self) -> None:
+        while not self._done.wait(LOAD_EVERY):
+            self._sample()
+
+    def stop(self) -> list[float]:
+        """(min, mean, max) of the samples (empty where the system gives no load average)."""
+        self._done.set()
+        self._thread.join()
+        self._sample()
+        if not self.samples:
+            return []
+        return [min(self.samples), sum(self.samples) / len(self.samples), max(self.samples)]
 
 
 def _naive_drain(job: str) -> int:
@@ -83,14 +120,25 @@ def _naive_drain(job: str) -> int:
     return done
 
 
-def _run_phase(name: str, job: Path) -> dict:
+def _run_phase(name: str, job: Path, engine_root: Path | None = None) -> dict:
+    """One phase in a fresh subprocess; with `engine_root`, the engine of that checkout (another
+    commit's `git worktree`, same Python environment) runs it."""
+    env, cwd = None, None
+    if engine_root is not None:
+        env = {**os.environ, "PYTHONPATH": str(engine_root)}
+        cwd = str(engine_root)
     out = subprocess.run(
         [sys.executable, "-m", "engine.bench.speed", name, str(job)],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
+        cwd=cwd,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    if engine_root is not None:
+        row["phase"] = f"{name} ({engine_root.name})"
+    return row
 
 
 def _grep(job: Path) -> dict:
@@ -103,14 +151,20 @@ def _grep(job: Path) -> dict:
             "worker_rss_mb": None}
 
 
-def run_speed(job: Path, pool_workers: int | None = None) -> list[dict]:
-    rows = [_grep(job)]
-    for name in ("parse-1core", "diagnose-1core", "diagnose-pool", "naive-drain3"):
+def run_speed(job: Path, pool_workers: int | None = None, phases: tuple[str, ...] = PHASES,
+              grep: bool = True, baseline: Path | None = None) -> list[dict]:
+    """`grep -c` (if `grep`) and each of `phases`, one subprocess each, one after the other; with
+    `baseline` (another checkout of the repository), each phase is run by that engine right
+    before this one, so that both see the same machine load."""
+    rows = [_grep(job)] if grep else []
+    for name in phases:
+        if baseline is not None and name != "naive-drain3":
+            rows.append(_run_phase(name, job, baseline))
         rows.append(_run_phase(name, job))
     cores = pool_workers or os.cpu_count() or 1
     for r in rows:
         mbps = r["bytes"] / 1e6 / r["seconds"] if r["seconds"] else 0.0
-        r["cores"] = cores if r["phase"] == "diagnose-pool" else 1
+        r["cores"] = cores if r["phase"].startswith("diagnose-pool") else 1
         r["mb_per_s"] = mbps
         r["mb_per_s_per_core"] = mbps / r["cores"]
         r["mb_per_cpu_s"] = r["bytes"] / 1e6 / r["cpu_seconds"] if r["cpu_seconds"] else 0.0
@@ -119,7 +173,7 @@ def run_speed(job: Path, pool_workers: int | None = None) -> list[dict]:
 
 def format_speed(rows: list[dict], job_bytes: int, profile: str = "repetitive") -> str:
     # by CPU time: the ratio holds on a machine that others share (wall time per core does not)
-    base = next(r for r in rows if r["phase"] == "naive-drain3")["mb_per_cpu_s"]
+    base = next((r["mb_per_cpu_s"] for r in rows if r["phase"] == "naive-drain3"), 0.0)
     out = [
         f"job: {job_bytes / 1e9:.2f} GB, profile {profile}, {os.cpu_count()} cores, load average {_load()}",
         "",
@@ -130,15 +184,44 @@ def format_speed(rows: list[dict], job_bytes: int, profile: str = "repetitive") 
         rss = f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] is not None else "–"
         if r.get("worker_rss_mb"):
             rss += f" (workers {r['worker_rss_mb']:.0f})"
+        ratio = f"{r['mb_per_cpu_s'] / base:.1f}" if base else "–"
         out.append(
             f"| {r['phase']} | {r['cores']} | {r['mb_per_s']:.1f} | {r['mb_per_s_per_core']:.1f} | "
-            f"{r['mb_per_cpu_s']:.1f} | {r['mb_per_cpu_s'] / base:.1f} | {rss} |"
+            f"{r['mb_per_cpu_s']:.1f} | {ratio} | {rss} |"
         )
     startups = [r["startup_seconds"] for r in rows if r.get("startup_seconds") is not None]
     if startups:
         lo, hi = min(startups), max(startups)
         out += ["", f"Start-up (imports) per process, not included above: {lo:.1f}–{hi:.1f} s."]
     return "\n".join(out)
+
+
+def format_run(row: dict, files: int, profile: str) -> str:
+    """One phase end to end: wall and CPU seconds, CPU seconds per core (the wall time on an idle
+    machine with that many cores), peak RSS of the parent and of the largest pool worker, and the
+    load average while it ran (the machine may be shared)."""
+    cores = row["cores"]
+    load = row.get("load") or []
+    loads = f"min {load[0]:.1f}, mean {load[1]:.1f}, max {load[2]:.1f}" if load else "unknown"
+    rss = f"parent {row['peak_rss_mb']:.0f} MB"
+    if row.get("worker_rss_mb"):
+        rss += f", largest worker {row['worker_rss_mb']:.0f} MB"
+    return "\n".join([
+        f"job: {_size(row['bytes'])} in {files} rank file{'s' if files != 1 else ''}, profile {profile}, "
+        f"phase {row['phase']} "
+        f"on {cores} core{'s' if cores > 1 else ''} ({os.cpu_count()} on this machine)",
+        f"wall {row['seconds']:.1f} s, {row['mb_per_s']:.1f} MB/s wall; CPU {row['cpu_seconds']:.1f} s, "
+        f"CPU/{cores} = {row['cpu_seconds'] / cores:.1f} s (the wall on an idle {cores}-core machine), "
+        f"{row['mb_per_cpu_s']:.1f} MB per CPU-second; start-up {row['startup_seconds']:.1f} s apart",
+        f"CPU of the parent (merging the files' results, then the analysis, which runs in it alone): "
+        f"{row.get('parent_cpu_seconds', 0.0):.1f} s",
+        f"peak RSS: {rss}",
+        f"load average (1 min) during the run: {loads}",
+    ])
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
 def _load() -> str:
@@ -152,7 +235,7 @@ def parse_size(text: str) -> int:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?)B?\s*", text.upper())
     if not m:
         raise ValueError(f"bad size {text!r}; use e.g. 200MB or 1GB")
-    return int(float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)])
+    return round(float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)])
 
 
 if __name__ == "__main__":

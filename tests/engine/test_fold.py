@@ -70,3 +70,17 @@ def test_values_read_in_the_fold_match_the_python_twin(monkeypatch):
     monkeypatch.setattr(fold, "_c", None)
     py_keys, py_vals = fold.fold_block_values(block, 6)
     assert py_keys == keys and py_vals.tolist() == vals.tolist()
+
+
+def test_key_ids_number_new_keys_by_first_appearance_and_stop_at_room(monkeypatch):
+    block = b"a <*>\nb\na <*>\nc\nd\nb"
+    results = []
+    for c in (fold._c, None):
+        if c is None and fold._c is None:
+            continue
+        monkeypatch.setattr(fold, "_c", c)
+        table = {b"b": 0}
+        ids, lines, keys = fold.key_ids(block, table, 2)
+        results.append((ids.tolist(), lines, keys, table))
+    assert results[0] == ([1, 0, 1, 2, -1, 0], [0, 3], [b"a <*>", b"c"], {b"b": 0, b"a <*>": 1, b"c": 2})
+    assert all(r == results[0] for r in results)
