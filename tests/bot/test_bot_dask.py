@@ -64,6 +64,10 @@ def _set_status(client, status: Status) -> None:
     client.run(set_it)
 
 
+def _busy_threads(dask_scheduler) -> int:
+    return sum(len(ws.processing) for ws in dask_scheduler.workers.values())
+
+
 def _analyses_on_scheduler(client) -> int:
     def count(dask_scheduler):
         return sum(str(k).startswith("l4-analysis-") for k in dask_scheduler.tasks)
@@ -129,12 +133,17 @@ def test_ten_requests_at_once_are_all_in_flight_on_the_cluster(cluster, client, 
 def test_past_the_budget_the_future_is_cancelled(cluster, client, log_root, tmp_path):
     with BotHarness(tmp_path, log_root=log_root, dask_scheduler=cluster.scheduler_address,
                     analysis_timeout=1.5) as bot:
-        _set_status(client, Status.paused)  # the analysis never starts
+        # every worker thread is busy, so the analysis waits on the cluster past its budget
+        # (a paused worker can still be handed a task the scheduler queued before it knew)
+        blockers = client.map(time.sleep, [20] * 10, pure=False)
+        _wait(lambda: sum(f.status == "pending" for f in blockers) == 10 and
+              client.run_on_scheduler(_busy_threads) >= 10, 30, "every worker thread busy")
         ev = message_event("C1", DEV, "job-0001 failed")
         bot.event(ev)
         line = bot.wait_update_containing("stopped after 1.5 s", timeout=30)
         assert "job-0001" in str(line.params)
         _wait(lambda: _analyses_on_scheduler(client) == 0, 30, "the cancelled task to leave the scheduler")
+        client.cancel(blockers)
     assert _rows(tmp_path, DiagnosisRecord) == []
 
 
