@@ -41,6 +41,7 @@ from bot.analysis_process import (
     TimedOut,
     Unreachable,
     quietly,
+    until_ready,
 )
 from bot.config import ConfigError, Settings
 from bot.sources.netguard import safe_url
@@ -143,13 +144,9 @@ class DaskRunner:
         future.add_done_callback(lambda _f: finished.set())  # races inside distributed's sync()
         try:
             while True:
-                if stop.is_set():
-                    return Stopped()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return TimedOut(budget)
-                if not finished.wait(min(left, POLL_SECONDS)):
-                    continue
+                ended = until_ready(finished.wait, deadline, budget, stop)
+                if ended is not None:
+                    return ended
                 try:
                     answer = future.result()
                 except CancelledError:  # not by us: the client lost the scheduler

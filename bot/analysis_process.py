@@ -127,6 +127,20 @@ class InlineRunner:
         return Stored(result.diagnosis_id)
 
 
+
+def until_ready(ready: Callable[[float], bool], deadline: float, budget: float,
+                stop: threading.Event) -> Outcome | None:
+    """Wait, polling ``ready(timeout)``, until it says True (None), the stop is set (Stopped) or the
+    monotonic ``deadline`` passes (TimedOut of ``budget``): the wait of every runner."""
+    while True:
+        if stop.is_set():
+            return Stopped()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return TimedOut(budget)
+        if ready(min(left, POLL_SECONDS)):
+            return None
+
 class ProcessRunner:
     """Run ``bot.triage.triage`` in a child process with a budget (see the module doc). The bot
     itself never imports the engine: ``fields`` are those of a ``bot.triage.TriageRequest``."""
@@ -161,13 +175,9 @@ class ProcessRunner:
             self.pids.add(child.pid)
         try:
             while True:
-                if stop.is_set():
-                    return Stopped()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return TimedOut(budget)
-                if not receiver.poll(min(left, POLL_SECONDS)):
-                    continue
+                ended = until_ready(receiver.poll, deadline, budget, stop)
+                if ended is not None:
+                    return ended
                 try:
                     kind, *args = receiver.recv()
                 except (EOFError, OSError):
