@@ -61,7 +61,7 @@ def test_wave2_is_a_second_held_out_set_with_a_view_of_its_own():
     """Wave 2 (collected after the first 50 were used for tuning) loads with the whole corpus and,
     alone, through the `_wave2/` view of links, so `l4 bench eval` can score either."""
     wave2 = sorted(c.name for c in CASES if _truth(c).get("wave") == 2)
-    assert len(wave2) >= 10 and len(CASES) - len(wave2) == 50
+    assert len(wave2) >= 30 and len(CASES) - len(wave2) == 50
     view = case_dirs(WAVE2)
     assert sorted(d.name for d in view) == wave2
     assert all(d.is_symlink() and d.resolve() == (CORPUS / d.name).resolve() for d in view)
@@ -75,6 +75,8 @@ def test_wave2_is_a_second_held_out_set_with_a_view_of_its_own():
     splits = [r["split"] for r in rows]
     assert abs(splits.count("dev") - splits.count("test")) <= len(rows) // 4
     assert {r["stage"] for r in rows} == set(STAGES) - {"unknown"}
+    assert all(sum(f.stat().st_size for f in (CORPUS / r["case_id"]).rglob("*") if f.is_file()) < 32_000
+               for r in rows)
 
 
 def test_sources_md_has_a_wave2_note_and_counts():
