@@ -26,12 +26,17 @@ from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans,
 
 HISTORY = "_history"
 # hf and lightning runs cost the most (transformers or lightning imported on every rank)
-HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1, "lightning": 1}
+HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1, "lightning": 1, "accelerate": 1, "nanogpt": 1}
 SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "torch-2.13.0-cpu"},
             "megatron": {"model": "gpt-tiny-64", "framework": "megatron", "image": "torch-2.13.0-cpu"},
             "lightning": {"model": "tinylm-64", "framework": "lightning",
                           "image": "torch-2.13.0-cpu-lightning"},
-            "hf": {"model": "gpt2-tiny", "framework": "hf-trainer", "image": "torch-2.13.0-cpu-transformers"}}
+            "hf": {"model": "gpt2-tiny", "framework": "hf-trainer", "image": "torch-2.13.0-cpu-transformers"},
+            "accelerate": {"model": "tinylm-64", "framework": "hf-accelerate",
+                           "image": "torch-2.13.0-cpu-accelerate"},
+            "nanogpt": {"model": "nanogpt-tiny-64", "framework": "nanogpt", "image": "torch-2.13.0-cpu"}}
+# styles whose checkpoint is a folder (accelerate's save_state): a resume case gets the whole folder
+STATE_DIR_STYLES = ("accelerate",)
 
 
 class InjectionNotObserved(RuntimeError):
@@ -51,11 +56,31 @@ def run_history(style: str, n: int, scratch: Path, out: Path) -> Path:
     if bad:
         raise RuntimeError(f"history run {plan.name} failed on {bad}; see {scratch}")
     write_job(out, log_files(res), _job_json(plan.name, "succeeded", style, res))
+    keep = resume_of(out.parent, style)
+    if style in STATE_DIR_STYLES:  # the last save_state folder, step_<N>
+        states = sorted((scratch / "ckpt").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+        if states:
+            if keep.is_dir():
+                shutil.rmtree(keep)
+            shutil.copytree(states[-1], keep / states[-1].name)
+        return keep / states[-1].name if states else keep
     ckpts = sorted((scratch / "ckpt").rglob("*.pt"))
-    keep = out.parent / f".resume-{style}.pt"
     if ckpts:
         shutil.copyfile(ckpts[-1], keep)
     return keep
+
+
+def resume_of(history: Path, style: str) -> Path:
+    """Where the history runs of ``style`` keep a checkpoint for the resume cases."""
+    return history / (f".resume-{style}" if style in STATE_DIR_STYLES else f".resume-{style}.pt")
+
+
+def _resume_path(history: Path, style: str) -> Path | None:
+    keep = resume_of(history, style)
+    if style in STATE_DIR_STYLES:
+        found = sorted(keep.glob("step_*")) if keep.is_dir() else []
+        return found[-1] if found else None
+    return keep if keep.is_file() else None
 
 
 def truth_of(plan: RunPlan, files: list[LogFile], ranks: dict[tuple[str, int], int], split: str) -> dict:
@@ -106,13 +131,14 @@ def relabel(root: Path) -> int:
 
 
 def write_wave_views(root: Path) -> dict[int, int]:
-    """``root/_wave1/`` and ``root/_wave2/``: the cases of each wave as links beside a cases.json of
-    their own, so that `l4 bench eval root/_wave2 --split test,dev` scores the held-out growth alone.
-    Returns the number of cases per wave."""
+    """``root/_wave1/``, ``root/_wave2/`` and ``root/_wave3/``: the cases of each wave as links beside a
+    cases.json of their own, so that `l4 bench eval root/_wave3 --split test,dev` scores a held-out wave
+    alone. Returns the number of cases per wave."""
     rows = json.loads((root / "cases.json").read_text())
     waves: dict[int, list[dict]] = {}
     for row in rows:
-        waves.setdefault(2 if int(row["case_id"].rsplit("-", 1)[1]) >= 3 else 1, []).append(row)
+        n = int(row["case_id"].rsplit("-", 1)[1])
+        waves.setdefault(3 if n >= 5 else 2 if n >= 3 else 1, []).append(row)
     for wave, wrows in sorted(waves.items()):
         view = root / f"_wave{wave}"
         if view.is_dir():
@@ -154,7 +180,7 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
     # wave 1 (cases -1, -2): a kind's cases alternate between the halves in hash order; wave 2 (-3 on):
     # each case by the hash of its own name, so growing the corpus never moves an earlier case
     splits = assign_splits({p.name: p.kind or "" for p in plans if p.wave == 1})
-    splits.update({p.name: split_of(p.name) for p in plans if p.wave == 2})
+    splits.update({p.name: split_of(p.name) for p in plans if p.wave >= 2})  # wave 3 (-5, -6) alike
     if cases:
         unknown = sorted(set(cases) - {p.name for p in plans})
         if unknown:
@@ -172,8 +198,9 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
             dst = out / HISTORY / f"{style}-h{n}"
             t0 = time.monotonic()
             history[style].append(dst)
-            resume[style] = out / HISTORY / f".resume-{style}.pt"
-            if (dst / "job.json").is_file() and resume[style].is_file():
+            found = _resume_path(out / HISTORY, style)
+            if (dst / "job.json").is_file() and found is not None:
+                resume[style] = found
                 continue  # from an earlier call: a corpus grown kind by kind shares its history runs
             if dst.is_dir():
                 shutil.rmtree(dst)

@@ -24,7 +24,8 @@ from engine.bench.realrun.plan import NPROC, SEQ, STEPS, VOCAB, RunPlan
 
 PROGRAMS = Path(__file__).parent / "programs"
 SCRIPTS = {"ddp": "ddp_train.py", "megatron": "megatron_train.py", "hf": "hf_train.py",
-           "lightning": "lightning_train.py"}
+           "lightning": "lightning_train.py", "accelerate": "accelerate_train.py",
+           "nanogpt": "nanogpt_train.py"}
 TIMEOUT_S = 8  # gloo collective timeout: hangs and stragglers surface within seconds
 JOIN_TIMEOUT_S = 30
 READ_TIMEOUT_S = 20  # the rendezvous store's: a node that cannot reach it gives up after this
@@ -136,7 +137,17 @@ def _node_env(plan: RunPlan, i: int, work: Path, port: int, resume: Path | None)
         pkg.mkdir(exist_ok=True)
         (pkg / "__init__.py").write_text(STALE_PACKAGE)
         (pkg / "adam.py").write_text("class FusedAdam:\n    pass\n")
-    if resume is not None:
+    if resume is not None and resume.is_dir():  # a save_state folder: its model weights cut short
+        dst = work / "local" / node / resume.name
+        shutil.copytree(resume, dst)
+        if i == plan.fault_node:
+            weights = dst / "model.safetensors"
+            if not weights.is_file():
+                weights = max(dst.iterdir(), key=lambda f: f.stat().st_size)
+            data = weights.read_bytes()
+            weights.write_bytes(data[: len(data) // 3])
+        env["L4RR_RESUME"] = str(dst)
+    elif resume is not None:
         local = work / "local" / node
         local.mkdir(parents=True, exist_ok=True)
         dst = local / "resume.pt"
@@ -165,6 +176,7 @@ def run_job(plan: RunPlan, work: Path, *, torchrun: str | None = None,
             resume: Path | None = None) -> RunResult:
     """Run ``plan`` with ``work`` as its scratch folder (data, checkpoints, per-node logs)."""
     torchrun = torchrun or str(Path(sys.executable).with_name("torchrun"))
+    work = work.resolve()  # the agents start in it: a relative path would name a folder inside itself
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)

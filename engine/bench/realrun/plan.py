@@ -10,7 +10,8 @@ from pathlib import Path
 
 import yaml
 
-STYLES = ("ddp", "megatron", "hf", "lightning")
+STYLES = ("ddp", "megatron", "hf", "lightning", "accelerate", "nanogpt")
+WAVE3_STYLES = ("accelerate", "nanogpt")  # held out: only wave 3 (cases -5, -6) runs them
 NNODES = 4
 NPROC = 2
 STEPS = 24
@@ -71,7 +72,7 @@ class RunPlan:
     steps: int = STEPS
     save_every: int = SAVE_EVERY
     prefix: str = "default"  # the launcher's console prefix of rank lines: [defaultN]: or [rankN]: (global)
-    wave: int = 1  # 1: the first corpus (cases -1, -2); 2: the held-out growth (cases -3 and on)
+    wave: int = 1  # 1: the first corpus (cases -1, -2); 2: held-out growth (-3, -4); 3: new styles (-5, -6)
 
     @property
     def world(self) -> int:
@@ -112,6 +113,32 @@ def _wave2(p: RunPlan) -> None:
         p.clocks = [(tz, "none") for tz, _ in p.clocks]
 
 
+# wave 3 (cases 5 and 6, the styles of WAVE3_STYLES only): other steps, save periods, zones and node names
+WAVE3_STEPS = (18, 22, 26)
+WAVE3_SAVE_EVERY = (4, 9, 10)
+WAVE3_CLOCKS = (("Europe/Berlin", "iso_offset"), ("Asia/Kolkata", "iso_offset"), ("UTC", "iso_z"),
+                ("America/New_York", "naive"), ("Asia/Tokyo", "naive"))
+WAVE3_NODE_SCHEMES = ("ip-10-1-{}-23", "hgx-{:04d}", "trn-{:02d}", "cn{:03d}")
+WAVE3_UNSTAMPED = ("nanogpt",)  # its own lines are plain print()s: no time at all
+
+
+def _wave3(p: RunPlan, nodes_given: bool) -> None:
+    """Settings of a wave-3 case, every one from its own hash of the name."""
+    w = random.Random(f"l4-realrun-w3:{p.name}")
+    p.wave = 3
+    if not nodes_given:
+        scheme = w.choice(WAVE3_NODE_SCHEMES)
+        first = w.randrange(1, 90)
+        p.nodes = [scheme.format(first + i) for i in range(NNODES)]
+    p.clocks = [w.choice(WAVE3_CLOCKS) for _ in p.nodes]
+    if p.style in WAVE3_UNSTAMPED:
+        p.clocks = [(tz, "none") for tz, _ in p.clocks]
+    p.layout = w.choice(["console", "logdir"])
+    p.steps = w.choice(WAVE3_STEPS)
+    p.save_every = w.choice(WAVE3_SAVE_EVERY)
+    p.prefix = w.choice(["default", "rank"])
+
+
 def split_of(name: str) -> str:
     """The half of a wave-2 case, fixed before the engine sees it: ``dev`` when the first byte of the
     sha256 of its name is even."""
@@ -121,13 +148,16 @@ def split_of(name: str) -> str:
 def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str] | None = None,
              variant: int | None = None) -> RunPlan:
     rng = random.Random(f"l4-realrun:{name}:{seed}")
+    nodes_given = nodes is not None
     nodes = nodes or _nodes(rng)
     clocks = [rng.choice(CLOCKS) for _ in nodes]
     if not any(fmt == "iso_offset" and tz != "UTC" for tz, fmt in clocks):
         clocks[rng.randrange(len(clocks))] = CLOCKS[0]
     p = RunPlan(name=name, style=style, kind=kind, seed=seed, nodes=nodes, clocks=clocks,
                 layout=rng.choice(["console", "logdir"]))
-    if seed >= 3 and kind is not None:
+    if seed >= 5 and kind is not None:
+        _wave3(p, nodes_given)
+    elif seed >= 3 and kind is not None:
         _wave2(p)
     if kind is None:
         return p
@@ -145,7 +175,9 @@ def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str
 
 def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] | None = None,
                per_kind: int = 2) -> list[RunPlan]:
-    """The corpus: ``per_kind`` cases of every kind, on its styles in turn (named ``<kind>-<style>-<n>``)."""
+    """The corpus: ``per_kind`` cases of every kind, on its styles in turn (named ``<kind>-<style>-<n>``).
+    Cases 1 to 4 take the kind's styles of the first waves in turn, cases 5 and on its wave-3 styles (from
+    a side the kind's hash picks, so that both new styles get about half)."""
     all_kinds = kinds()["kinds"]
     chosen = kinds_wanted or list(all_kinds)
     for k in chosen:
@@ -157,7 +189,11 @@ def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] |
     plans = []
     for kind in chosen:
         allowed = [s for s in all_kinds[kind]["styles"] if s in styles]
-        for n in range(per_kind if allowed else 0):
-            style = allowed[n % len(allowed)]
+        old = [s for s in allowed if s not in WAVE3_STYLES]
+        new = [s for s in allowed if s in WAVE3_STYLES]
+        for n in range(per_kind):
+            if n < 4 and not old or n >= 4 and not new:
+                continue
+            style = old[n % len(old)] if n < 4 else new[(n - 4 + _hash(kind)) % len(new)]
             plans.append(plan_run(f"{kind}-{style}-{n + 1}", style, kind, seed=n + 1, variant=n))
     return plans

@@ -14,9 +14,12 @@ from engine.bench.realrun.label import label
 from engine.bench.realrun.launch import PROGRAMS, RunResult, _node_env, write_shards
 from engine.bench.realrun.layout import log_files, read_job, write_job
 from engine.bench.realrun.plan import (
+    SAVE_EVERY,
     SEQ,
     STEPS,
     WAVE2_STEPS,
+    WAVE3_STEPS,
+    WAVE3_STYLES,
     assign_splits,
     case_plans,
     kinds,
@@ -69,6 +72,37 @@ def test_held_out_wave_2_varies_the_run_and_leaves_the_first_cases_as_they_were(
     halves = Counter(split_of(p.name) for p in plans)
     assert halves.keys() == {"dev", "test"} and min(halves.values()) >= len(plans) // 3
     assert split_of("nan_loss-ddp-3") == split_of("nan_loss-ddp-3")
+
+
+def test_held_out_wave_3_runs_every_kind_in_the_new_styles_only():
+    plans = [p for p in case_plans(per_kind=6) if p.wave == 3]
+    assert {p.name.rsplit("-", 1)[1] for p in plans} == {"5", "6"}
+    assert {p.kind for p in plans} == set(kinds()["kinds"])
+    styles = Counter(p.style for p in plans)
+    assert styles.keys() == set(WAVE3_STYLES) and min(styles.values()) >= len(plans) // 3
+    assert {p.steps for p in plans} <= set(WAVE3_STEPS) and {p.prefix for p in plans} == {"default", "rank"}
+    assert {p.layout for p in plans} == {"console", "logdir"}
+    assert all(fmt == "none" for p in plans if p.style == "nanogpt" for _, fmt in p.clocks)
+    for p in plans:
+        assert 0 < p.step < p.steps or p.step == -1
+    # the earlier waves never run the new styles, and their plans are what they were
+    earlier = case_plans(per_kind=4)
+    assert not {p.style for p in earlier} & set(WAVE3_STYLES)
+    assert [p.name for p in earlier] == [p.name for p in case_plans(per_kind=6) if p.wave < 3]
+
+
+def test_the_committed_cases_are_still_what_their_plans_say():
+    from engine.bench.realrun.corpus import plan_of
+
+    corpus = Path(__file__).resolve().parents[2] / "fixtures" / "realrun"
+    for path in sorted(corpus.glob("*/truth.json")):
+        truth = json.loads(path.read_text())
+        plan = plan_of(truth)
+        assert list(truth["nodes"]) == plan.nodes, truth["case_id"]
+        drawn = (truth.get("steps", STEPS), truth.get("save_every", SAVE_EVERY),  # wave-1 truths predate
+                 truth.get("prefix", "default"), truth["layout"], truth.get("wave", 1))  # these keys
+        assert drawn == (plan.steps, plan.save_every, plan.prefix, plan.layout, plan.wave), truth["case_id"]
+        assert truth["fault"]["step"] == plan.step and truth["fault"]["variant"] == plan.variant
 
 
 def test_a_console_with_global_rank_prefixes_is_split_by_rank(tmp_path):
@@ -129,6 +163,15 @@ def test_the_fault_reaches_only_the_faulty_node(tmp_path):
     sizes = [Path(_node_env(corrupt, i, tmp_path / "c", 1, ckpt)["L4RR_RESUME"]).stat().st_size
              for i in range(4)]
     assert sizes.count(3002) == 3 and sizes[corrupt.fault_node] == 1000
+    state = tmp_path / "step_8"  # accelerate's save_state folder: its weights are cut on the faulty node
+    state.mkdir()
+    (state / "model.safetensors").write_bytes(bytes(900))
+    (state / "optimizer.bin").write_bytes(bytes(2000))
+    folder = plan_run("ckpt_load_corrupt-accelerate-5", "accelerate", "ckpt_load_corrupt", seed=5)
+    dirs = [Path(_node_env(folder, i, tmp_path / "a", 1, state)["L4RR_RESUME"]) for i in range(4)]
+    assert all(d.name == "step_8" and (d / "optimizer.bin").stat().st_size == 2000 for d in dirs)
+    assert [(d / "model.safetensors").stat().st_size for d in dirs].count(900) == 3
+    assert (dirs[folder.fault_node] / "model.safetensors").stat().st_size == 300
 
 
 def test_the_programs_fault_switch_and_clocks_without_torch():
@@ -260,11 +303,13 @@ def test_wave_views_list_each_waves_cases_beside_the_corpus(tmp_path):
     from engine.bench.realrun.corpus import write_wave_views
 
     rows = []
-    for name in ("nan_loss-ddp-1", "nan_loss-hf-2", "nan_loss-ddp-3", "nan_loss-lightning-4"):
+    for name in ("nan_loss-ddp-1", "nan_loss-hf-2", "nan_loss-ddp-3", "nan_loss-lightning-4",
+                 "nan_loss-nanogpt-6"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "truth.json").write_text(json.dumps({"case_id": name, "split": "dev"}))
         rows.append({"case_id": name, "path": name})
     (tmp_path / "cases.json").write_text(json.dumps(rows))
-    assert write_wave_views(tmp_path) == {1: 2, 2: 2}
+    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1}
     assert [d.name for d in case_dirs(tmp_path / "_wave2")] == ["nan_loss-ddp-3", "nan_loss-lightning-4"]
-    assert len(case_dirs(tmp_path)) == 4  # the views are not cases of the corpus
+    assert [d.name for d in case_dirs(tmp_path / "_wave3")] == ["nan_loss-nanogpt-6"]
+    assert len(case_dirs(tmp_path)) == 5  # the views are not cases of the corpus
