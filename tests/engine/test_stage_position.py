@@ -162,3 +162,38 @@ def test_dynamic_loss_scaling_runs_in_the_training_step(tmp_path):
     ]
     d = diagnose(_job(tmp_path / "j", {"node0/console.log": pasted}))
     assert d.stage == "training"
+
+
+def test_nccls_error_trail_is_not_its_set_up(tmp_path):
+    # public ib-completion-error4-nccl-tests-252: the INFO lines after the IB error are its return-code
+    # trail and the service thread closing connections, not NCCL initialising
+    failing = [
+        "kolyoz2:25146:25854 [0] ib_plugin.c:1105 NCCL WARN NET/IB : Got completion from peer "
+        "10.0.35.1<49189> with error 4, opcode 5327, len 5327, vendor err 81 (Send)",
+        "kolyoz2:25146:25854 [0] NCCL INFO transport/net.cc:1137 -> 6",
+        "kolyoz2:25146:25854 [0] NCCL INFO proxy.cc:698 -> 6",
+        "kolyoz2:25146:25854 [0] NCCL INFO proxy.cc:878 -> 6 [Progress Thread]",
+        "kolyoz2:25146:25852 [0] NCCL INFO [Service thread] Connection closed by localRank 0",
+    ]
+    peer = ["kolyoz2:25148:25846 [3] NCCL INFO [Service thread] Connection closed by localRank 0"]
+    d = diagnose(_job(tmp_path / "j", {"kolyoz2/pid25146.log": failing, "kolyoz2/pid25148.log": peer}))
+    assert "NET/IB" in d.events[0].template
+    assert d.stage == "training"
+
+
+def test_a_kernel_of_the_backward_pass_is_in_training(tmp_path):
+    # public mindspore-aicpu-kernel-error-mindact-1752: MindSpore names backward ops "Bprop/..."
+    pasted = [
+        "Kernel error:",
+        "----------------------------------------------------",
+        "Launch kernel failed: Bprop/gradDense/Reshape-op278",
+        "",
+        "----------------------------------------------------",
+        "- Ascend Error Message:",
+        "----------------------------------------------------",
+        "E39999: Inner Error!",
+        "E39999: 2024-10-20-22:34:40.965.193  The error from device(chipId:0, dieId:0), serial number is 3, "
+        "an exception occurred during AICPU execution, stream_id:2, task_id:19016, errcode:21008",
+    ]
+    d = diagnose(_job(tmp_path / "j", {"node0/console.log": pasted}))
+    assert d.stage == "training"
