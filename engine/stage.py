@@ -316,17 +316,21 @@ def _foreign_frame(file: str) -> bool:
 def log_stage(window: Window) -> str | None:
     """The stage the rank's own log shows before the failure line (None: it shows none)."""
     segments: list[tuple[int, str]] = []
+    ranks: list[int | None] = []  # the rank each line's launcher prefix names
     for k, line in enumerate(window.lines[: max(0, window.at)]):
+        ranks.append(parse_header(line).rank)
         for part in line.split("\r"):
             msg = _message(part)
             if msg:
                 segments.append((k, msg))
     at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
+    failing_rank = parse_header(at).rank if at else None
     head = _message(at.split("\r")[-1])[:HEAD_CHARS]  # the failure line may start with what it was doing
     progress = _progress(segments)
     stage: str | None = None
     before_ckpt: str | None = None
-    for _, msg in segments:
+    opener: int | None = None  # the rank whose line opened the checkpoint window
+    for k, msg in segments:
         key = msg.translate(_DIGITS)
         if severity(msg, None) >= MARKER_MAX_SEVERITY and key not in progress:
             hint = _head_stage(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
@@ -344,12 +348,14 @@ def log_stage(window: Window) -> str | None:
         elif hint == "checkpointing" and not closed:
             if stage != "checkpointing":
                 before_ckpt = stage
-            stage = hint
+            stage, opener = hint, ranks[k]
         elif hint is not None and not (hint == "init" and stage not in (None, "init")):
             stage = hint
     head_hint = _head_stage(head) if head else None
     if head_hint is not None and head_hint != "init":
         return head_hint
+    if stage == "checkpointing" and None not in (opener, failing_rank) and opener != failing_rank:
+        return before_ckpt or "training"  # a shared console: the save is another rank's
     return stage
 
 

@@ -197,3 +197,17 @@ def test_a_kernel_of_the_backward_pass_is_in_training(tmp_path):
     ]
     d = diagnose(_job(tmp_path / "j", {"node0/console.log": pasted}))
     assert d.stage == "training"
+
+
+def test_in_a_shared_console_another_ranks_open_save_is_not_the_failing_ranks(tmp_path):
+    # the shared-console form of the rule above (torchrun --tee / srun -l prefix each line's rank)
+    console = [f"[default0]:step {i}/40 loss=4.{50 - i} lr=1.0e-03" for i in range(1, 11)] + [
+        "[default0]:saving checkpoint to /ckpt/step_00010",
+        "[default1]:Traceback (most recent call last):",
+        '[default1]:  File "/job/train.py", line 88, in main',
+        "[default1]:    optimizer.zero_grad()",
+        "[default1]:RuntimeError: injected fault on rank 1 at step 11",
+    ]
+    d = diagnose(_job(tmp_path / "j", {"node0/console.log": console}))
+    assert d.events[0].template.startswith("RuntimeError: injected fault")
+    assert d.stage == "training"
