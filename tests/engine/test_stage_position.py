@@ -2,19 +2,8 @@
 
 The lines are cut from the committed real-run and public corpora (named in each test), shortened.
 """
-import json
-
 from engine.diagnose import diagnose
-from tests.helpers.jobs import write_rank
-
-
-def _job(root, files):
-    """A failed job of the given files (path inside the job -> lines)."""
-    root.mkdir(parents=True)
-    (root / "job.json").write_text(json.dumps({"job_id": root.name, "status": "failed"}))
-    for rel, lines in files.items():
-        write_rank(root / rel, lines)
-    return root
+from tests.helpers.jobs import write_failed_job as _job
 
 
 def _lightning_traceback(rank: int, inner: list[str], error: str) -> list[str]:
