@@ -4,14 +4,18 @@ Read where the failing rank failed: the rank file in which the first event (the 
 appears, at the line where it does (`engine.window`). In order:
 
 1. the frames of the traceback that ends at (or follows) that line, innermost first, against the
-   frame hints of data/stages.yaml (`save_checkpoint` → checkpointing, `__next__` → data_loading);
+   frame hints of data/stages.yaml (`save_checkpoint` → checkpointing, `__next__` → data_loading;
+   standard-library and launcher frames skipped); a `weak` hint (a trainer's `fit`, a code line
+   naming the loss: frames that hold several stages) gives way to the rank's log (2.);
 2. what the rank logged before it: progress found in the data itself (a line that recurs with an
    increasing number: "iter N", tqdm bars, `{'loss': …, 'epoch': …}`, whatever its wording; it is in
    the stage its text names, else in training), checkpoint windows that open at a save and close
-   at its end or when progress resumes, and the stage hints of data/stages.yaml;
+   at its end or when progress resumes, and the stage hints of data/stages.yaml. A save window
+   another rank opened (another file, another rank prefix in a shared console) is not the failing
+   rank's: it was training;
 3. the other ranks: the stage markers seen last before the event by timestamps (when the clocks
    can be trusted), else the rank file with the most stage markers (in Megatron-LM only one rank
-   logs iterations).
+   logs iterations) — also when the rank's own log stops at set-up while the others were running.
 
 When nothing supports a stage the answer is `unknown`; a failure on one of the first lines of its
 file, with nothing before it, is in `init`.
@@ -316,9 +320,7 @@ def _foreign_frame(file: str) -> bool:
 def log_stage(window: Window) -> str | None:
     """The stage the rank's own log shows before the failure line (None: it shows none)."""
     segments: list[tuple[int, str]] = []
-    ranks: list[int | None] = []  # the rank each line's launcher prefix names
     for k, line in enumerate(window.lines[: max(0, window.at)]):
-        ranks.append(parse_header(line).rank)
         for part in line.split("\r"):
             msg = _message(part)
             if msg:
@@ -329,7 +331,7 @@ def log_stage(window: Window) -> str | None:
     progress = _progress(segments)
     stage: str | None = None
     before_ckpt: str | None = None
-    opener: int | None = None  # the rank whose line opened the checkpoint window
+    opener: int | None = None  # the rank whose launcher prefix the line that opened the save window names
     for k, msg in segments:
         key = msg.translate(_DIGITS)
         if severity(msg, None) >= MARKER_MAX_SEVERITY and key not in progress:
@@ -348,7 +350,7 @@ def log_stage(window: Window) -> str | None:
         elif hint == "checkpointing" and not closed:
             if stage != "checkpointing":
                 before_ckpt = stage
-            stage, opener = hint, ranks[k]
+            stage, opener = hint, parse_header(window.lines[k]).rank
         elif hint is not None and not (hint == "init" and stage not in (None, "init")):
             stage = hint
     head_hint = _head_stage(head) if head else None
