@@ -32,6 +32,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         format_report,
         summary,
     )
+    from engine.bench.misses import format_misses
     from engine.bench.real_report import format_real_report, format_real_splits
 
     root = Path(args.cases)
@@ -62,6 +63,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
               "\n\n".join(f"## split {s}\n\n{format_report(r)}" for s, r in by_split.items()))
         if args.json:
             Path(args.json).write_text(json.dumps({s: summary(r) for s, r in by_split.items()}, indent=2))
+        if args.show_misses:
+            print("\n" + "\n\n".join(format_misses(r) for r in by_split.values()))
         return 0
     results = {m: evaluate(root, on_case=show, history_mode=m, pool_of=kb_pool, split=splits[0])
                for m in modes}
@@ -70,6 +73,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(format_real_report(res) if res.real else format_report(res))
     else:
         print(format_modes(results))
+    if args.show_misses:
+        print("\n" + "\n\n".join(format_misses(r) for r in results.values()))
     if args.json:
         figures = {m: summary(r) for m, r in results.items()}
         Path(args.json).write_text(json.dumps(figures[modes[0]] if len(modes) == 1 else figures, indent=2))
@@ -215,6 +220,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("cases")
     e.add_argument("--json", help="also write the overall figures as JSON here")
     e.add_argument("-v", "--verbose", action="store_true", help="one line per case on stderr")
+    e.add_argument("--show-misses", action="store_true",
+                   help="after the tables, list the cases whose stage is wrong or root cause not first")
     e.add_argument("--history-mode", default="parse", metavar="MODE[,MODE...]",
                    help="where normal events come from: parse (history parsed with the failed job; default), "
                         "pool (failed job alone vs. a knowledge-base pool learned from separate parses), "

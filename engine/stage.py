@@ -4,14 +4,18 @@ Read where the failing rank failed: the rank file in which the first event (the 
 appears, at the line where it does (`engine.window`). In order:
 
 1. the frames of the traceback that ends at (or follows) that line, innermost first, against the
-   frame hints of data/stages.yaml (`save_checkpoint` → checkpointing, `__next__` → data_loading);
+   frame hints of data/stages.yaml (`save_checkpoint` → checkpointing, `__next__` → data_loading;
+   standard-library and launcher frames skipped); a `weak` hint (a trainer's `fit`, a code line
+   naming the loss: frames that hold several stages) gives way to the rank's log (2.);
 2. what the rank logged before it: progress found in the data itself (a line that recurs with an
    increasing number: "iter N", tqdm bars, `{'loss': …, 'epoch': …}`, whatever its wording; it is in
    the stage its text names, else in training), checkpoint windows that open at a save and close
-   at its end or when progress resumes, and the stage hints of data/stages.yaml;
+   at its end or when progress resumes, and the stage hints of data/stages.yaml. A save window
+   another rank opened (another file, another rank prefix in a shared console) is not the failing
+   rank's: it was training;
 3. the other ranks: the stage markers seen last before the event by timestamps (when the clocks
    can be trusted), else the rank file with the most stage markers (in Megatron-LM only one rank
-   logs iterations).
+   logs iterations) — also when the rank's own log stops at set-up while the others were running.
 
 When nothing supports a stage the answer is `unknown`; a failure on one of the first lines of its
 file, with nothing before it, is in `init`.
@@ -31,6 +35,8 @@ from engine.severity import severity
 from engine.window import Window, read_window
 
 UNKNOWN = "unknown"
+SETUP = ("init", "data_loading", "model_loading")  # stages before the first training step
+RUNNING = ("training", "checkpointing", "teardown")
 MARKER_MAX_SEVERITY = 0.6  # an error line is not progress, whatever words it shares with a stage
 PROGRESS_MIN = 3  # occurrences of a line shape with a rising number that make it progress
 INIT_LINES = 3  # a failure with at most this many lines before it, and no marker, is in init
@@ -56,11 +62,12 @@ _Rx = re.Pattern[str] | None
 
 
 @lru_cache(maxsize=1)
-def _frame_rules() -> list[tuple[str, _Rx, _Rx, _Rx]]:
+def _frame_rules() -> list[tuple[str, _Rx, _Rx, _Rx, bool]]:
     def rx(r: dict, part: str, whole: bool = False) -> re.Pattern[str] | None:
         return re.compile(f"(?:{r[part]})$" if whole else r[part]) if r.get(part) else None
 
-    return [(r["stage"], rx(r, "func", True), rx(r, "file"), rx(r, "code")) for r in load("stages")["frames"]]
+    return [(r["stage"], rx(r, "func", True), rx(r, "file"), rx(r, "code"), bool(r.get("weak")))
+            for r in load("stages")["frames"]]
 
 
 @lru_cache(maxsize=1)
@@ -82,14 +89,25 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
         return UNKNOWN
     eid = event_ids[0]
     where = _failing_file(parsed, eid)
-    local = None
+    local = framed = None
     if where is not None:
         window = read_window(*where)
         if window is not None:
-            framed = frames_stage(window)
-            if framed is not None:
-                return framed
+            framed = frames_evidence(window)
+            if framed is not None and not framed[1]:
+                return framed[0]
             local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
+    own = where[0] if where is not None else None
+    if local in SETUP:
+        # the rank's log stops at set-up while the other ranks were already running: a rank that logs
+        # no progress of its own (in Megatron-LM only the last rank logs iterations), or one killed
+        # before its buffered output was written
+        job = _job_stage(parsed, eid, trust_time, own)
+        if job in RUNNING:
+            return job
+    if framed is not None:
+        # a weak frame (a trainer's `fit`) gives way to what the rank's own log shows
+        return local if local is not None else framed[0]
     if local is not None and local != "init":
         return local
     # nothing, or only `init`, before the failure: a launcher's own log (its rendezvous lines)
@@ -101,7 +119,7 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
         return peers
     if local is not None and failure_hint(parsed.templates[eid].template) == "init":
         return local
-    job = _job_stage(parsed, eid, trust_time)
+    job = _job_stage(parsed, eid, trust_time, own)
     if job is not None and job != "init":
         return job
     if local is not None:
@@ -128,25 +146,31 @@ def _peer_frames_stage(parsed: ParsedJob, event_ids: list[int]) -> str | None:
     return None
 
 
-def _job_stage(parsed: ParsedJob, eid: int, trust_time: bool) -> str | None:
+def _job_stage(parsed: ParsedJob, eid: int, trust_time: bool, own: str | None = None) -> str | None:
     """The stage the other ranks show when event `eid` appears: the stage marker seen last before it
     by timestamps (when the clocks can be trusted), else in the rank file with the most iterations
-    and stage markers."""
+    and stage markers. A checkpoint save that only other files log is theirs: the failing rank
+    (file `own`) was training meanwhile."""
     markers = {
         i: s for i, t in enumerate(parsed.templates)
         if (s := stage_of_template(t.template)) and severity(t.template, t.level) < MARKER_MAX_SEVERITY
         and not _CODE.search(t.template)
     }
+    own_ids = parsed.positions.get(own, {}) if own is not None else {}
     by_time = _stage_by_time(parsed, eid, markers) if trust_time else None
     if by_time is not None:
-        return by_time
+        stage, mid = by_time
+        return "training" if stage == "checkpointing" and own is not None and mid not in own_ids else stage
     main = max(parsed.positions.items(), default=None,
                key=lambda kv: (len(parsed.iterations.get(kv[0], ())), sum(1 for m in markers if m in kv[1]),
                                parsed.file_lines.get(kv[0], 0)))
     if main is not None and any(m in main[1] for m in markers):
         main_path, main_pos = main
         at = main_pos[eid][0] if eid in main_pos else parsed.file_lines.get(main_path, 0) + 1
-        return _stage_before(main_pos, at, markers, eid)
+        stage = _stage_before(main_pos, at, markers, eid)
+        if stage == "checkpointing" and own is not None and main_path != own:
+            return "training"
+        return stage
     return None
 
 
@@ -266,14 +290,31 @@ def _frames_back(msgs: list[str], end: int) -> list[Frame]:
 def frames_stage(window: Window) -> str | None:
     """The stage named by the innermost frame of the failing traceback that a frame hint knows
     (the launcher's own frames are not the program's)."""
+    found = frames_evidence(window)
+    return found[0] if found else None
+
+
+def frames_evidence(window: Window) -> tuple[str, bool] | None:
+    """(stage, weak) of the innermost frame of the failing traceback that a frame hint knows; weak
+    when the hint names a frame that holds several stages (a trainer's `fit`). The launcher's own
+    frames and the standard library's are not the program's."""
     for file, func, code in _frames(window):
-        if "/distributed/elastic/" in file or file.endswith(("/distributed/run.py", "/launcher/api.py")):
+        if _foreign_frame(file):
             continue
-        for stage, func_rx, file_rx, code_rx in _frame_rules():
+        for stage, func_rx, file_rx, code_rx, weak in _frame_rules():
             if ((func_rx is None or func_rx.match(func)) and (file_rx is None or file_rx.search(file))
                     and (code_rx is None or code_rx.search(code))):
-                return stage
+                return stage, weak
     return None
+
+
+_STDLIB = re.compile(r"/lib/python\d+(?:\.\d+)?/(?!.*(?:site|dist)-packages/)")
+
+
+def _foreign_frame(file: str) -> bool:
+    """A frame of the launcher (its agent's code) or of the Python standard library."""
+    return ("/distributed/elastic/" in file or file.endswith(("/distributed/run.py", "/launcher/api.py"))
+            or _STDLIB.search(file) is not None)
 
 
 def log_stage(window: Window) -> str | None:
@@ -285,11 +326,13 @@ def log_stage(window: Window) -> str | None:
             if msg:
                 segments.append((k, msg))
     at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
+    failing_rank = parse_header(at).rank if at else None
     head = _message(at.split("\r")[-1])[:HEAD_CHARS]  # the failure line may start with what it was doing
     progress = _progress(segments)
     stage: str | None = None
     before_ckpt: str | None = None
-    for _, msg in segments:
+    opener: int | None = None  # the rank whose launcher prefix the line that opened the save window names
+    for k, msg in segments:
         key = msg.translate(_DIGITS)
         if severity(msg, None) >= MARKER_MAX_SEVERITY and key not in progress:
             hint = _head_stage(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
@@ -307,12 +350,14 @@ def log_stage(window: Window) -> str | None:
         elif hint == "checkpointing" and not closed:
             if stage != "checkpointing":
                 before_ckpt = stage
-            stage = hint
+            stage, opener = hint, parse_header(window.lines[k]).rank
         elif hint is not None and not (hint == "init" and stage not in (None, "init")):
             stage = hint
     head_hint = _head_stage(head) if head else None
     if head_hint is not None and head_hint != "init":
         return head_hint
+    if stage == "checkpointing" and None not in (opener, failing_rank) and opener != failing_rank:
+        return before_ckpt or "training"  # a shared console: the save is another rank's
     return stage
 
 
@@ -347,21 +392,21 @@ def _progress(segments: list[tuple[int, str]]) -> set[str]:
     return out
 
 
-def _stage_by_time(parsed: ParsedJob, eid: int, markers: dict[int, str]) -> str | None:
-    """The stage of the marker seen last before the event, by timestamps across all ranks; None when
-    the event or the markers carry no timestamps, or no marker comes before it."""
+def _stage_by_time(parsed: ParsedJob, eid: int, markers: dict[int, str]) -> tuple[str, int] | None:
+    """(stage, marker template) of the marker seen last before the event, by timestamps across all
+    ranks; None when the event or the markers carry no timestamps, or no marker comes before it."""
     t = parsed.templates[eid].first_seen
     if t is None:
         return None
-    best: tuple[str, str] | None = None
+    best: tuple[str, str, int] | None = None
     for mid, stage in markers.items():
         m = parsed.templates[mid]
         if mid == eid or m.first_seen is None or m.first_seen > t:
             continue
         at = min(m.last_seen or m.first_seen, t)
         if best is None or at > best[0]:
-            best = (at, stage)
-    return best[1] if best else None
+            best = (at, stage, mid)
+    return (best[1], best[2]) if best else None
 
 
 def _stage_before(pos: dict[int, tuple[int, int]], p: int, markers: dict[int, str], eid: int) -> str | None:

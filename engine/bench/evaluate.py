@@ -162,6 +162,7 @@ class EvalResult:
     overall: dict[str, Tally]
     per_source: dict[str, dict[str, Tally]] = field(default_factory=dict)  # source group -> method -> tally
     split: str = "all"
+    cases: list[dict] = field(default_factory=list)  # per case: name, kind, source, stages, L4's root rank
 
     @property
     def real(self) -> bool:
@@ -179,6 +180,7 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
     per_kind: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     per_source: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     overall: dict[str, Tally] = defaultdict(Tally)
+    cases: list[dict] = []
     for case in case_dirs(root, split):
         truth = json.loads((case / "truth.json").read_text())
         history = history_dirs(case)
@@ -239,6 +241,9 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
                     tally.iter_ok += int(iteration == truth["iteration"])
                 if name in ranks:
                     tally.add_root(ranks[name])
+        cases.append({"case": case.name, "kind": truth["kind"], "source": truth.get("source"),
+                      "stage": diagnosis.stage, "truth_stage": truth["stage"],
+                      **({"root_rank": ranks.get("L4")} if roots else {})})
         if on_case:
             info = {
                 "kind": truth["kind"],
@@ -252,7 +257,7 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
                 info["root_rank"] = {name: r for name, r in ranks.items()}
             on_case(case.name, info)
     return EvalResult(per_kind={k: dict(v) for k, v in per_kind.items()}, overall=dict(overall),
-                      per_source={k: dict(v) for k, v in per_source.items()}, split=split)
+                      per_source={k: dict(v) for k, v in per_source.items()}, split=split, cases=cases)
 
 
 def _pct(x: float | None) -> str:

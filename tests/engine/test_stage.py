@@ -1,6 +1,7 @@
 import json
 
 from engine.diagnose import diagnose
+from tests.helpers.jobs import write_failed_job as _files_job
 from tests.helpers.jobs import write_rank
 
 
@@ -12,13 +13,6 @@ def _job(root, lines_by_rank):
     return root
 
 
-def _files_job(root, files):
-    """A failed job of the given files (path inside the job -> lines)."""
-    root.mkdir(parents=True)
-    (root / "job.json").write_text(json.dumps({"job_id": root.name, "status": "failed"}))
-    for rel, lines in files.items():
-        write_rank(root / rel, lines)
-    return root
 
 
 def _healthy(n: int, its: int) -> list[str]:

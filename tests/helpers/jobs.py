@@ -25,6 +25,15 @@ def write_rank(path: Path, lines: list[str], *, gz: bool = False, newline_at_end
     return path
 
 
+def write_failed_job(root: Path, files: dict[str, list[str]]) -> Path:
+    """A failed job folder of the given files (path inside the job -> lines) and its job.json."""
+    root.mkdir(parents=True)
+    (root / "job.json").write_text(json.dumps({"job_id": root.name, "status": "failed"}))
+    for rel, lines in files.items():
+        write_rank(root / rel, lines)
+    return root
+
+
 def training_lines(rank: int, iterations: int, start: int = 1) -> list[str]:
     out = [f"[rank{rank}]: [2026-05-01 10:00:00,000] [INFO] > initializing torch distributed ..."]
     for it in range(start, start + iterations):

@@ -11,6 +11,7 @@ import pytest
 from bot.cli import main
 from engine.bench.baselines import grep_events
 from engine.bench.evaluate import case_dirs, evaluate, format_report, history_dirs, source_group, summary
+from engine.bench.misses import format_misses, misses
 from engine.bench.real_report import format_real_report, format_real_splits
 from engine.bench.rootcause import root_rank, shows_root, template_fits
 
@@ -105,3 +106,15 @@ def test_cli_eval_split(capsys, tmp_path):
     assert main(["bench", "eval", str(MINI), "--split", "train"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--split" in err
+
+
+def test_misses_list_the_cases_l4_got_wrong(capsys):
+    res = evaluate(MINI, split="all")
+    assert {c["case"] for c in res.cases} == {d.name for d in case_dirs(MINI)}
+    wrong = misses(res)
+    assert all(c["stage"] != c["truth_stage"] or c["root_rank"] != 1 for c in wrong)
+    text = format_misses(res)
+    assert text.startswith(f"#### L4's misses (all): {len(wrong)} of {len(res.cases)} cases")
+    assert main(["bench", "eval", str(MINI), "--split", "test,dev", "--show-misses"]) == 0
+    out = capsys.readouterr().out
+    assert "#### L4's misses (test)" in out and "#### L4's misses (dev)" in out
