@@ -11,7 +11,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 typedef struct {
     Py_ssize_t keep_underscore; /* digits kept after "word_" */
@@ -82,36 +86,25 @@ typedef struct {
 
 static const State FRESH = {-1, -1, 0, 0, 0, 0};
 
-/* The token that starts at s[a] (a letter or digit) of the line starting at s[line]. */
-static inline Tok next_token(const unsigned char *s, Py_ssize_t a, Py_ssize_t n, Py_ssize_t line,
-                             const State *st, const Rules *r) {
+/* Token t = s[a:t.b] (a letter or digit first), holding `digits` digits in `runs` runs and
+ * `others` letters that are no hex digits: whether it folds, and what it does to a chain. */
+static inline Tok decide(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, int digits, int others,
+                         int runs, Py_ssize_t n, Py_ssize_t line, const State *st, const Rules *r) {
     Tok t;
-    Py_ssize_t i = a;
-    int others = 0, runs = 0, in_run = 0;
-    t.digits = 0;
-    while (i < n) { /* branch-free counting: token bytes mix digits and letters unpredictably */
-        unsigned char d = CLS[s[i]];
-        if ((unsigned)(d - 1) > 2u) break; /* not DIGIT, HEXL or LETTER */
-        int dig = d == DIGIT;
-        t.digits += dig;
-        runs += dig & !in_run;
-        in_run = dig;
-        others += d == LETTER;
-        i++;
-    }
-    Py_ssize_t len = i - a;
-    t.b = i;
+    Py_ssize_t len = b - a;
+    t.b = b;
+    t.digits = digits;
     /* a UUID or IPv6 group: all hex, with a digit or of a group's length (<= 4, or >= hex_min) */
-    t.group = others == 0 && (t.digits > 0 || len <= 4 || len >= r->hex_min);
+    t.group = others == 0 && (digits > 0 || len <= 4 || len >= r->hex_min);
     t.var = 0;
     if (CLS[s[a]] == DIGIT) {
         t.var = 1;
-        if (t.digits == len && a - line >= 2 && is_alnum(s[a - 2])) {
-            int next_ok = i >= n || !(s[i] == '.' || s[i] == ':' || s[i] == ',');
+        if (digits == len && a - line >= 2 && is_alnum(s[a - 2])) {
+            int next_ok = b >= n || !(s[b] == '.' || s[b] == ':' || s[b] == ',');
             if (s[a - 1] == '_' && len <= r->keep_underscore) t.var = 0;
             else if (s[a - 1] == ':' && len <= r->keep_colon && next_ok) t.var = 0;
         }
-    } else if ((t.digits > 0 && others == 0 && len >= r->hex_min) || runs >= r->random_runs) {
+    } else if ((digits > 0 && others == 0 && len >= r->hex_min) || runs >= r->random_runs) {
         t.var = 1;
     }
     /* hex joined by ':' / '-' (one or two of them) to a variable token: UUID groups, IPv6 */
@@ -123,9 +116,27 @@ static inline Tok next_token(const unsigned char *s, Py_ssize_t a, Py_ssize_t n,
     }
     t.cont = joined && st->prev_group && !st->prev_folded && st->chain >= 0;
     if (!t.var && t.group && ((joined && st->prev_folded) ||
-                              (t.cont && st->chain_len >= 2 && (st->chain_digit || t.digits))))
+                              (t.cont && st->chain_len >= 2 && (st->chain_digit || digits))))
         t.var = 1; /* a group joined to a variable token, or the third of a chain with a digit */
     return t;
+}
+
+/* The token that starts at s[a] (a letter or digit) of the line starting at s[line]. */
+static inline Tok next_token(const unsigned char *s, Py_ssize_t a, Py_ssize_t n, Py_ssize_t line,
+                             const State *st, const Rules *r) {
+    Py_ssize_t i = a;
+    int digits = 0, others = 0, runs = 0, in_run = 0;
+    while (i < n) { /* branch-free counting: token bytes mix digits and letters unpredictably */
+        unsigned char d = CLS[s[i]];
+        if ((unsigned)(d - 1) > 2u) break; /* not DIGIT, HEXL or LETTER */
+        int dig = d == DIGIT;
+        digits += dig;
+        runs += dig & !in_run;
+        in_run = dig;
+        others += d == LETTER;
+        i++;
+    }
+    return decide(s, a, i, digits, others, runs, n, line, st, r);
 }
 
 /* The state after token t, which started at a. */
@@ -189,10 +200,184 @@ static int parse_rules(PyObject *args, Py_buffer *buf, Rules *r) {
 
 static const char PLACEHOLDER[] = "<*>";
 
+/* ------------------------------------------------------------------ the block scanner (fold)
+ *
+ * fold() visits only the bytes that can change a line's key, found 64 bytes at a time as bit
+ * masks (SSE2 compares where available, a table otherwise):
+ *   - the start of a token that begins with a digit or a hex letter (it may fold or start a chain),
+ *   - the start of every run of digits (a token of letters that holds digits may be random),
+ *   - '/' and '.' (a path may start there), line ends and control bytes.
+ * Everything else (words of letters, spaces, punctuation) is copied as it is, in one memcpy per run
+ * between folds. This skips nothing that line_spans() would fold: a token of letters without digits
+ * never folds, and never joins the next token to a chain (joining needs only ':' / '-' between two
+ * tokens), so the state the next visited token sees is the same. */
+
+
+typedef struct {
+    uint64_t alnum, digit, hexl;
+    uint64_t pathc; /* '/', '.' */
+    uint64_t brk;   /* line ends and control bytes (not tab, CR, FF, VT, ESC) */
+} Masks;
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+static inline uint64_t movemask4(__m128i a, __m128i b, __m128i c, __m128i d) {
+    return (uint64_t)(uint16_t)_mm_movemask_epi8(a) | (uint64_t)(uint16_t)_mm_movemask_epi8(b) << 16 |
+           (uint64_t)(uint16_t)_mm_movemask_epi8(c) << 32 | (uint64_t)(uint16_t)_mm_movemask_epi8(d) << 48;
+}
+
+/* byte <= limit, unsigned */
+static inline __m128i le_u8(__m128i v, unsigned char limit) {
+    return _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8((char)limit)), v);
+}
+
+static inline void masks64(const unsigned char *s, Masks *m) {
+    __m128i dg[4], hx[4], al[4], pc[4], bk[4];
+    for (int q = 0; q < 4; q++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + 16 * q));
+        __m128i low = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        __m128i d = le_u8(_mm_sub_epi8(v, _mm_set1_epi8('0')), 9);
+        __m128i h = le_u8(_mm_sub_epi8(low, _mm_set1_epi8('a')), 5);
+        __m128i l = _mm_or_si128(le_u8(_mm_sub_epi8(low, _mm_set1_epi8('g')), 'z' - 'g'),
+                                 _mm_cmplt_epi8(v, _mm_setzero_si128())); /* >= 0x80 */
+        __m128i x = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('/')), _mm_cmpeq_epi8(v, _mm_set1_epi8('.')));
+        __m128i ctl = _mm_andnot_si128(_mm_or_si128(le_u8(_mm_sub_epi8(v, _mm_set1_epi8(9)), 4),
+                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8(0x1b))),
+                                       le_u8(v, 0x1f)); /* 9..13 and ESC are text */
+        bk[q] = _mm_or_si128(_mm_or_si128(ctl, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f))),
+                             _mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
+        dg[q] = d; hx[q] = h; pc[q] = x;
+        al[q] = _mm_or_si128(_mm_or_si128(d, h), l);
+    }
+    m->digit = movemask4(dg[0], dg[1], dg[2], dg[3]);
+    m->hexl = movemask4(hx[0], hx[1], hx[2], hx[3]);
+    m->alnum = movemask4(al[0], al[1], al[2], al[3]);
+    m->pathc = movemask4(pc[0], pc[1], pc[2], pc[3]);
+    m->brk = movemask4(bk[0], bk[1], bk[2], bk[3]);
+}
+#else
+static unsigned char MASKBITS[256]; /* 1 alnum, 2 digit, 4 hex letter, 8 '/' '.', 16 line end, control */
+
+static inline void masks64(const unsigned char *s, Masks *m) {
+    uint64_t a = 0, d = 0, h = 0, x = 0, k = 0;
+    for (int j = 0; j < 64; j++) {
+        uint64_t b = MASKBITS[s[j]];
+        a |= (b & 1) << j; d |= ((b >> 1) & 1) << j; h |= ((b >> 2) & 1) << j; x |= ((b >> 3) & 1) << j;
+        k |= ((b >> 4) & 1) << j;
+    }
+    m->alnum = a; m->digit = d; m->hexl = h; m->pathc = x; m->brk = k;
+}
+#endif
+
+static void init_maskbits(void) {
+#if !defined(__SSE2__)
+    for (int c = 0; c < 256; c++) {
+        unsigned char k = CLS[c], b = 0;
+        if (k == DIGIT || k == HEXL || k == LETTER) b |= 1;
+        if (k == DIGIT) b |= 2;
+        if (k == HEXL) b |= 4;
+        if (c == '/' || c == '.') b |= 8;
+        if (k == CTRL || c == '\n') b |= 16;
+        MASKBITS[c] = b;
+    }
+#endif
+}
+
+#define SEG_WORDS 64 /* 64-byte words whose masks are kept at a time (4 KiB of the block) */
+
+/* The masks of a segment of the block: index 0 is the word before the segment, 1..words its
+ * words, words + 1 the word after it (spaces beyond the block). `runs`: first digits of digit runs;
+ * `letters`: letters that are no hex digits. */
+typedef struct {
+    uint64_t alnum[SEG_WORDS + 2], digit[SEG_WORDS + 2], letters[SEG_WORDS + 2], runs[SEG_WORDS + 2],
+        events[SEG_WORDS + 2];
+    uint64_t in_word; /* the last byte of the previous word is in a token that starts with a letter */
+    Py_ssize_t start; /* the block offset of word 1 */
+    Py_ssize_t words;
+} Segment;
+
+static void load_segment(Segment *g, const unsigned char *s, Py_ssize_t n, Py_ssize_t start) {
+    if (start == 0) {
+        g->alnum[0] = g->digit[0] = g->letters[0] = g->runs[0] = g->events[0] = g->in_word = 0;
+    } else { /* the last word of the previous segment */
+        Py_ssize_t w = g->words;
+        g->alnum[0] = g->alnum[w]; g->digit[0] = g->digit[w]; g->letters[0] = g->letters[w];
+        g->runs[0] = g->runs[w]; g->events[0] = g->events[w];
+    }
+    Py_ssize_t left = (n - start + 63) / 64;
+    g->start = start;
+    g->words = left < SEG_WORDS ? left : SEG_WORDS;
+    for (Py_ssize_t w = 1; w <= g->words + 1; w++) {
+        Py_ssize_t off = start + (w - 1) * 64;
+        Masks m;
+        if (off + 64 <= n) {
+            masks64(s + off, &m);
+        } else if (off < n) { /* the tail, padded with spaces (plain separators) */
+            unsigned char pad[64];
+            memset(pad, ' ', 64);
+            memcpy(pad, s + off, (size_t)(n - off));
+            masks64(pad, &m);
+        } else {
+            m.alnum = m.digit = m.hexl = m.pathc = m.brk = 0;
+        }
+        g->alnum[w] = m.alnum;
+        g->digit[w] = m.digit;
+        g->letters[w] = m.alnum & ~m.digit & ~m.hexl;
+        g->runs[w] = m.digit & ~((m.digit << 1) | (g->digit[w - 1] >> 63));
+        /* what fold() visits: tokens that start with a digit or a hex letter, runs of digits in
+         * tokens that start with another letter (the bits of those tokens: the carry of adding
+         * their first bits runs through them), '/' and '.' not glued to a word, line ends */
+        uint64_t al = m.alnum, after = (al << 1) | (g->alnum[w - 1] >> 63), starts = al & ~after;
+        uint64_t in_word = al & ~(al + (starts & g->letters[w]) + (g->in_word & 1));
+        if (w <= g->words) g->in_word = in_word >> 63;
+        g->events[w] = (starts & ~g->letters[w]) | (g->runs[w] & in_word) | (m.pathc & ~after) | m.brk;
+    }
+}
+
+/* At least 57 bits of a segment's mask from block offset q on (q >= start - 64, q < start +
+ * words * 64): one unaligned load (the masks are little-endian bit strings), one shift. */
+static inline uint64_t bits_at(const uint64_t *mask, const Segment *g, Py_ssize_t q) {
+    Py_ssize_t rel = q - g->start + 64;
+    uint64_t v;
+    memcpy(&v, (const unsigned char *)mask + (rel >> 3), 8);
+    return v >> (rel & 7);
+}
+
+/* The token at s[a] from the masks (no loop over its bytes); next_token() when it is 57 bytes or
+ * longer, or starts before the segment's first word. */
+static inline Tok token_at(const Segment *g, const unsigned char *s, Py_ssize_t a, Py_ssize_t n,
+                           Py_ssize_t line, const State *st, const Rules *r) {
+    if (a >= g->start - 64) {
+        uint64_t al = bits_at(g->alnum, g, a) | ((uint64_t)0x7f << 57);
+        if (~al) {
+            int len = __builtin_ctzll(~al);
+            uint64_t tm = (((uint64_t)1) << len) - 1;
+            uint64_t dg = bits_at(g->digit, g, a) & tm;
+            int runs = 0; /* counted up to random_runs, and only where decide() asks */
+            if (CLS[s[a]] != DIGIT) {
+                uint64_t rn = bits_at(g->runs, g, a) & tm;
+                while (rn && runs < r->random_runs) { rn &= rn - 1; runs++; }
+            }
+            /* decide() asks only whether there are digits, and whether they are all of it */
+            return decide(s, a, a + len, dg == 0 ? 0 : dg == tm ? len : 1,
+                          (bits_at(g->letters, g, a) & tm) != 0, runs, n, line, st, r);
+        }
+    }
+    return next_token(s, a, n, line, st, r);
+}
+
+/* dst[0:len] = src[0:len]; short runs with one 16-byte move (dst has room for it; src is read
+ * past len only inside the block). */
+static inline void copy_run(char *dst, const unsigned char *src, Py_ssize_t len, const unsigned char *end) {
+    if (len <= 16 && end - src >= 16) memcpy(dst, src, 16);
+    else memcpy(dst, src, (size_t)len);
+}
+
 /* fold(data, keep_underscore, keep_colon, hex_min, random_runs[, width]) -> bytes: every line
  * folded; with width > 0, (bytes, values): values holds width int64 per line, the value of the
  * line's first `width` variable tokens where they are all digits (at most 18), else -1.
- * One pass over the block with the rules of line_spans. */
+ * One pass over the block with the rules of line_spans, visiting only the bytes that matter. */
 static PyObject *fold(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Rules r = {2, 1, 8, 3};
@@ -202,93 +387,109 @@ static PyObject *fold(PyObject *self, PyObject *args) {
         return NULL;
     const unsigned char *s = buf.buf;
     const Py_ssize_t n = buf.len;
-    /* a folded line is at most twice its length ("0 " -> "<*> ") */
-    PyObject *res = PyBytes_FromStringAndSize(NULL, n * 2 + 16), *vres = NULL;
+    /* a folded line is at most twice its length ("0 " -> "<*> "), plus room for copy_run */
+    PyObject *res = PyBytes_FromStringAndSize(NULL, n * 2 + 64), *vres = NULL;
     if (res == NULL) { PyBuffer_Release(&buf); return NULL; }
+    Segment *g = PyMem_RawMalloc(sizeof(Segment));
+    if (g == NULL) { Py_DECREF(res); PyBuffer_Release(&buf); return PyErr_NoMemory(); }
     int64_t *vals = NULL;
     if (width > 0) {
         Py_ssize_t lines = 1;
         for (const unsigned char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) lines++;
         vres = PyBytes_FromStringAndSize(NULL, lines * width * 8);
-        if (vres == NULL) { Py_DECREF(res); PyBuffer_Release(&buf); return NULL; }
+        if (vres == NULL) { PyMem_RawFree(g); Py_DECREF(res); PyBuffer_Release(&buf); return NULL; }
         vals = (int64_t *)PyBytes_AS_STRING(vres);
         memset(vals, 0xff, (size_t)(lines * width * 8)); /* -1 */
     }
     char *out = PyBytes_AS_STRING(res);
-    /* Output is written lazily: bytes that stay as they are are copied in one memcpy when the next
+    const unsigned char *end = s + n;
+    /* Output is written lazily: bytes that stay as they are are copied in one move when the next
      * fold comes (or at the end), from `done` on; `line_out` is where the current line starts in
-     * the output once anything of it was written (line_out < 0: not yet). */
+     * the output once anything of it was written (line_out < 0: not yet). `i`: the bytes before it
+     * were dealt with (a token, a path, a binary line's rest), visits before it are skipped. */
     Py_ssize_t o = 0, i = 0, line = 0, line_out = 0, row = 0, k = 0, done = 0; /* k: variable tokens */
     State st = FRESH;
     Py_BEGIN_ALLOW_THREADS
 #define FLUSH_TO(x) do { Py_ssize_t x_ = (x); \
         if (line_out < 0) line_out = o + (line - done); \
-        memcpy(out + o, s + done, (size_t)(x_ - done)); o += x_ - done; done = x_; } while (0)
-    while (i < n) {
-        unsigned char ch = s[i], c = CLS[ch];
-        if (c == SEP) {
-            if (ch == '/' || ch == '.') {
-                Py_ssize_t e = path_end(s, i, n, line);
-                if (e > 0) {
-                    FLUSH_TO(i);
-                    memcpy(out + o, PLACEHOLDER, 3);
-                    o += 3;
-                    done = i = e;
-                    st.prev_b = -1;
-                    k++;
+        copy_run(out + o, s + done, x_ - done, end); o += x_ - done; done = x_; } while (0)
+    for (Py_ssize_t seg = 0; seg < n; seg += SEG_WORDS * 64) {
+        load_segment(g, s, n, seg);
+        for (Py_ssize_t w = 1; w <= g->words; w++) {
+            uint64_t ev = g->events[w];
+            Py_ssize_t base = seg + (w - 1) * 64;
+            while (ev) {
+                Py_ssize_t p = base + __builtin_ctzll(ev);
+                ev &= ev - 1;
+                if (p < i) continue;
+                unsigned char ch = s[p], c = CLS[ch];
+                if (c == SEP) {
+                    if (ch == '/' || ch == '.') {
+                        Py_ssize_t e = path_end(s, p, n, line);
+                        if (e > 0) {
+                            FLUSH_TO(p);
+                            memcpy(out + o, PLACEHOLDER, 3);
+                            o += 3;
+                            done = i = e;
+                            st.prev_b = -1;
+                            k++;
+                            continue;
+                        }
+                    } else if (ch == '\n') {
+                        line = p + 1; line_out = -1; st = FRESH; row++; k = 0;
+                    }
+                    i = p + 1;
                     continue;
                 }
-            } else if (ch == '\n') {
-                line = i + 1; line_out = -1; st = FRESH; row++; k = 0;
-            }
-            i++;
-            continue;
-        }
-        if (c == CTRL) { /* a binary line: its key is "\0" */
-            const unsigned char *nl = memchr(s + i, '\n', (size_t)(n - i));
-            if (line_out < 0) FLUSH_TO(line);
-            o = line_out;
-            out[o++] = '\0';
-            done = i = nl ? (Py_ssize_t)(nl - s) : n;
-            line_out = o;
-            if (vals) memset(vals + row * width, 0xff, (size_t)(width * 8));
-            continue;
-        }
-        Py_ssize_t a = i;
-        Tok t = next_token(s, a, n, line, &st, &r);
-        if (t.var) {
-            if (t.cont) { /* the chain folds too (nothing of it was written yet) */
-                FLUSH_TO(st.chain);
-                for (Py_ssize_t j = st.chain; j < a;) {
-                    if (is_alnum(s[j])) {
-                        while (j < a && is_alnum(s[j])) j++;
-                        memcpy(out + o, PLACEHOLDER, 3);
-                        o += 3;
-                        k++;
-                    } else {
-                        out[o++] = (char)s[j++];
-                    }
+                if (c == CTRL) { /* a binary line: its key is "\0" */
+                    const unsigned char *nl = memchr(s + p, '\n', (size_t)(n - p));
+                    if (line_out < 0) FLUSH_TO(line);
+                    o = line_out;
+                    out[o++] = '\0';
+                    done = i = nl ? (Py_ssize_t)(nl - s) : n;
+                    line_out = o;
+                    if (vals) memset(vals + row * width, 0xff, (size_t)(width * 8));
+                    continue;
                 }
-                done = a;
-            } else {
-                FLUSH_TO(a);
+                Py_ssize_t a = p; /* the token holding p starts at a (a run of digits inside a word) */
+                while (a > i && (unsigned)(CLS[s[a - 1]] - 1) <= 2u) a--;
+                Tok t = token_at(g, s, a, n, line, &st, &r);
+                if (t.var) {
+                    if (t.cont) { /* the chain folds too (nothing of it was written yet) */
+                        FLUSH_TO(st.chain);
+                        for (Py_ssize_t j = st.chain; j < a;) {
+                            if (is_alnum(s[j])) {
+                                while (j < a && is_alnum(s[j])) j++;
+                                memcpy(out + o, PLACEHOLDER, 3);
+                                o += 3;
+                                k++;
+                            } else {
+                                out[o++] = (char)s[j++];
+                            }
+                        }
+                        done = a;
+                    } else {
+                        FLUSH_TO(a);
+                    }
+                    memcpy(out + o, PLACEHOLDER, 3);
+                    o += 3;
+                    done = t.b;
+                    if (vals && k < width && t.digits == t.b - a && t.b - a <= 18) {
+                        int64_t v = 0;
+                        for (Py_ssize_t j = a; j < t.b; j++) v = v * 10 + (s[j] - '0');
+                        vals[row * width + k] = v;
+                    }
+                    k++;
+                }
+                advance(&st, &t, a);
+                i = t.b;
             }
-            memcpy(out + o, PLACEHOLDER, 3);
-            o += 3;
-            done = t.b;
-            if (vals && k < width && t.digits == t.b - a && t.b - a <= 18) {
-                int64_t v = 0;
-                for (Py_ssize_t j = a; j < t.b; j++) v = v * 10 + (s[j] - '0');
-                vals[row * width + k] = v;
-            }
-            k++;
         }
-        advance(&st, &t, a);
-        i = t.b;
     }
     FLUSH_TO(n);
 #undef FLUSH_TO
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(g);
     PyBuffer_Release(&buf);
     if (_PyBytes_Resize(&res, o) < 0) { Py_XDECREF(vres); return NULL; }
     if (vres == NULL) return res;
@@ -362,10 +563,33 @@ static PyObject *numbers(PyObject *self, PyObject *args) {
     return res;
 }
 
+/* A hash of s[0:n], 8 bytes at a time. */
+static inline uint64_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
+    for (; n >= 8; s += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        h = (h ^ v) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+    }
+    uint64_t v = 0;
+    memcpy(&v, s, (size_t)n);
+    h = (h ^ v) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 29);
+}
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t at, len; /* the line's first appearance in the block; len < 0: a free slot */
+    int64_t id;
+} Distinct;
+
 /* keys(folded, table, room) -> (ids, fresh_lines, fresh_keys): the id of every line of `folded`
  * (lines joined by "\n") in dict `table` (bytes -> int), as int64 bytes. A line new to the table
  * is added with the next id (len(table)) while fewer than `room` were added, and its line index
- * and key are listed; further new lines get -1 (the caller groups them coarsely). */
+ * and key are listed; further new lines get -1 (the caller groups them coarsely). The lines of the
+ * block are told apart in a hash table of their own first: a bytes object and a dict look-up are
+ * made once per distinct line of the block, not per line. */
 static PyObject *keys(PyObject *self, PyObject *args) {
     Py_buffer buf;
     PyObject *table;
@@ -375,20 +599,36 @@ static PyObject *keys(PyObject *self, PyObject *args) {
     const Py_ssize_t n = buf.len;
     Py_ssize_t lines = 1;
     for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) lines++;
+    size_t cap = 1024;
+    while (cap < (size_t)lines * 2) cap <<= 1;
+    Distinct *slots = PyMem_RawMalloc(cap * sizeof(Distinct));
     PyObject *ids = PyBytes_FromStringAndSize(NULL, lines * 8);
     PyObject *fresh_lines = PyList_New(0), *fresh_keys = PyList_New(0);
     PyObject *result = NULL;
+    if (slots == NULL) { PyErr_NoMemory(); goto done; }
     if (ids == NULL || fresh_lines == NULL || fresh_keys == NULL) goto done;
+    for (size_t j = 0; j < cap; j++) slots[j].len = -1;
     int64_t *out = (int64_t *)PyBytes_AS_STRING(ids);
     Py_ssize_t added = 0, a = 0;
     for (Py_ssize_t row = 0; row < lines; row++) {
         const char *nl = memchr(s + a, '\n', (size_t)(n - a));
-        Py_ssize_t b = nl ? (Py_ssize_t)(nl - s) : n;
-        PyObject *key = PyBytes_FromStringAndSize(s + a, b - a);
+        Py_ssize_t b = nl ? (Py_ssize_t)(nl - s) : n, len = b - a;
+        uint64_t h = hash_bytes(s + a, len);
+        size_t j = (size_t)h & (cap - 1);
+        while (slots[j].len >= 0 &&
+               !(slots[j].hash == h && slots[j].len == len && memcmp(s + slots[j].at, s + a, (size_t)len) == 0))
+            j = (j + 1) & (cap - 1);
+        if (slots[j].len >= 0) { /* seen earlier in this block */
+            out[row] = slots[j].id;
+            a = b + 1;
+            continue;
+        }
+        PyObject *key = PyBytes_FromStringAndSize(s + a, len);
         if (key == NULL) goto done;
+        int64_t found = -1;
         PyObject *id = PyDict_GetItemWithError(table, key); /* borrowed */
         if (id != NULL) {
-            out[row] = PyLong_AsLongLong(id);
+            found = PyLong_AsLongLong(id);
         } else if (PyErr_Occurred()) {
             Py_DECREF(key);
             goto done;
@@ -396,19 +636,20 @@ static PyObject *keys(PyObject *self, PyObject *args) {
             PyObject *next = PyLong_FromSsize_t(PyDict_GET_SIZE(table)), *at = PyLong_FromSsize_t(row);
             int bad = next == NULL || at == NULL || PyDict_SetItem(table, key, next) < 0 ||
                       PyList_Append(fresh_lines, at) < 0 || PyList_Append(fresh_keys, key) < 0;
-            out[row] = next ? PyLong_AsLongLong(next) : -1;
+            found = next ? PyLong_AsLongLong(next) : -1;
             Py_XDECREF(next);
             Py_XDECREF(at);
             if (bad) { Py_DECREF(key); goto done; }
             added++;
-        } else {
-            out[row] = -1;
         }
         Py_DECREF(key);
+        slots[j] = (Distinct){h, a, len, found};
+        out[row] = found;
         a = b + 1;
     }
     result = PyTuple_Pack(3, ids, fresh_lines, fresh_keys);
 done:
+    PyMem_RawFree(slots);
     Py_XDECREF(ids);
     Py_XDECREF(fresh_lines);
     Py_XDECREF(fresh_keys);
@@ -416,8 +657,37 @@ done:
     return result;
 }
 
+/* starts(data) -> (starts, longest): where each line of `data` (lines joined by "\n") starts, as
+ * int64 bytes with one entry more than there are lines (len(data) + 1), and the longest line's
+ * length. */
+static PyObject *starts_of(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    const char *s = buf.buf;
+    const Py_ssize_t n = buf.len;
+    Py_ssize_t lines = 1;
+    for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) lines++;
+    PyObject *res = PyBytes_FromStringAndSize(NULL, (lines + 1) * 8);
+    if (res == NULL) { PyBuffer_Release(&buf); return NULL; }
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(res);
+    Py_ssize_t row = 0, a = 0, longest = 0;
+    out[row++] = 0;
+    for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) {
+        Py_ssize_t b = p - s;
+        if (b - a > longest) longest = b - a;
+        a = b + 1;
+        out[row++] = a;
+    }
+    if (n - a > longest) longest = n - a;
+    out[row] = n + 1;
+    PyBuffer_Release(&buf);
+    PyObject *pair = Py_BuildValue("(Nn)", res, longest);
+    return pair;
+}
+
 static PyMethodDef METHODS[] = {
     {"keys", keys, METH_VARARGS, "Ids of the lines of a folded block in a dict of keys (new ones added)."},
+    {"starts", starts_of, METH_VARARGS, "Where each line of a block starts, and the longest line's length."},
     {"fold", fold, METH_VARARGS, "Every line of a block with its variable tokens folded into <*>."},
     {"spans", spans_of, METH_VARARGS, "(start, end) of the variable tokens of one line; None if binary."},
     {"numbers", numbers, METH_VARARGS, "Values of the index-th variable token of several lines."},
@@ -426,7 +696,26 @@ static PyMethodDef METHODS[] = {
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_fold", NULL, -1, METHODS};
 
+/* Blocks of a few MB are allocated and freed for every block of every rank file (the read, the
+ * folded keys, their values and line starts). glibc gives allocations that big fresh pages of
+ * their own (mmap) and hands freed memory back at once, so every block faulted its pages in again
+ * (a fifth of the parse's CPU time). Kept in the heap instead, they are reused: up to
+ * MALLOC_KEEP bytes of freed memory stay mapped. Not done where MALLOC_MMAP_THRESHOLD_ or
+ * MALLOC_TRIM_THRESHOLD_ is set (the user's choice wins). */
+#define MALLOC_KEEP (128 << 20)
+
+static void keep_freed_blocks(void) {
+#if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
+    if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL && getenv("MALLOC_TRIM_THRESHOLD_") == NULL) {
+        mallopt(M_MMAP_THRESHOLD, MALLOC_KEEP / 2);
+        mallopt(M_TRIM_THRESHOLD, MALLOC_KEEP);
+    }
+#endif
+}
+
 PyMODINIT_FUNC PyInit__fold(void) {
     init_classes();
+    keep_freed_blocks();
+    init_maskbits();
     return PyModule_Create(&MODULE);
 }

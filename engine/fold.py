@@ -78,6 +78,20 @@ def key_ids(folded: bytes, table: dict[bytes, int], room: int) -> tuple[np.ndarr
     return ids, fresh_lines, fresh_keys
 
 
+def line_starts(data: bytes) -> tuple[np.ndarray, int]:
+    """Where each line of `data` (lines joined by b"\\n") starts, with one entry more than there are
+    lines (len(data) + 1), and the length of its longest line."""
+    if _c is not None:
+        raw, longest = _c.starts(data)
+        return np.frombuffer(raw, dtype=np.int64), longest
+    nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    starts = np.empty(len(nl) + 2, dtype=np.int64)
+    starts[0] = 0
+    starts[1:-1] = nl + 1
+    starts[-1] = len(data) + 1
+    return starts, int(np.diff(starts).max()) - 1
+
+
 def fold_text(text: str) -> str:
     """One message folded (what a template shows for the tokens its key folded)."""
     return fold_block(text.encode("utf-8", "surrogateescape")).decode("utf-8", "replace")

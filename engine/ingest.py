@@ -14,6 +14,7 @@ from typing import IO
 
 import numpy as np
 
+from engine.fold import line_starts
 from engine.hangfiles import is_hang_file
 
 MAX_LINE = 64 * 1024  # bytes; longer lines are cut (and counted)
@@ -269,12 +270,8 @@ class Chunk:
 
 def _chunk(body: bytes, report: ReadReport) -> Chunk:
     """`body` as a Chunk, its over-long lines cut to MAX_LINE (and counted)."""
-    nl = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 10)
-    starts = np.empty(len(nl) + 2, dtype=np.int64)
-    starts[0] = 0
-    starts[1:-1] = nl + 1
-    starts[-1] = len(body) + 1
-    if len(body) > MAX_LINE and int(np.diff(starts).max()) - 1 > MAX_LINE:
+    starts, longest = line_starts(body)
+    if longest > MAX_LINE:
         lines = body.split(b"\n")
         report.long_lines_cut += sum(1 for ln in lines if len(ln) > MAX_LINE)
         return _chunk(b"\n".join(ln[:MAX_LINE] for ln in lines), report)

@@ -29,6 +29,7 @@ from engine.scan import COARSE, FileScan, may_hold_number, message_level, scan_f
 
 MAX_CLUSTERS = 20000
 LEAF_CAP = 16  # clusters per Drain leaf (token count + first tokens); then lines join the closest
+LEAF_HARD_CAP = 4 * LEAF_CAP  # ... sharing a word with it; past this, the closest whatever they share
 MEMO_CAP = 200_000  # pre-keys (and masked messages) remembered; the memo starts again beyond
 COARSE_WORDS = 3  # words a coarse key's template shows (its lines share only their start)
 MAX_EXAMPLES = 3
@@ -39,10 +40,61 @@ Progress = Callable[[int, int, int], None]  # (files done, files total, bytes do
 
 class _CappedDrain(Drain):
     """Drain whose leaves hold at most LEAF_CAP clusters: once a leaf is full, a line that matches
-    none of them joins the most similar one (its template keeps the words they share). Without
-    the cap, lines that never repeat make every search scan a growing leaf (quadratic time)."""
+    none of them joins the most similar one (its template keeps the words they share), provided
+    they share a word in the same place; one that shares none gets a cluster of its own, up to
+    LEAF_HARD_CAP clusters in the leaf (past it, in text where nothing repeats, the most general
+    template takes it, as Drain's tie-break does). Without the cap, lines that never repeat make
+    every search scan a growing leaf (quadratic time); a full leaf is searched through an index of
+    its templates' words by place, so only templates that share a word are compared.
+    A message of one constant word ("MemoryError", "Killed") is its own template: such messages
+    are found by the word itself and never join another (they all share one leaf, which would
+    fill up and merge them into "<*>")."""
 
-    def fast_match(self, cluster_ids, tokens, sim_th, include_params):  # drain3's signature
+    singles: dict[str, int]  # one-word template -> its cluster id (set by new_miner)
+    words: dict[int, dict[tuple[int, str], list[int]]]  # id(leaf) -> (place, word) -> cluster ids
+    general: dict[int, int]  # id(leaf) -> its most general template's cluster (see _general)
+
+    def tree_search(self, root_node, tokens, sim_th, include_params):  # drain3's signature
+        if len(tokens) == 1 and _constant(tokens[0]):
+            cid = self.singles.get(tokens[0])
+            return self.id_to_cluster.get(cid) if cid is not None else None
+        leaf = self._leaf(root_node, tokens) if tokens else None
+        if leaf is None or len(leaf.cluster_ids) < LEAF_CAP:
+            return super().tree_search(root_node, tokens, sim_th, include_params)
+        index = self.words.get(id(leaf), {})
+        shared = sorted({cid for place, word in enumerate(tokens) for cid in index.get((place, word), ())})
+        best, sim = self._closest(shared, tokens, include_params)  # ids in leaf order: Drain's tie-break
+        if sim > 0:  # sim >= sim_th, or the closest of a full leaf
+            self.general.pop(id(leaf), None)  # the line may give it more "<*>" than the general one
+            return best
+        if len(leaf.cluster_ids) < LEAF_HARD_CAP:
+            return None
+        return self._general(leaf)
+
+    def _general(self, leaf):
+        """The first of a leaf's templates with the most "<*>" (Drain's tie-break among templates
+        that share nothing with a line). Remembered: lines that join it only make it more general."""
+        cluster = self.id_to_cluster.get(self.general.get(id(leaf), -1))
+        if cluster is None:
+            clusters = [c for c in map(self.id_to_cluster.get, leaf.cluster_ids) if c is not None]
+            cluster = max(clusters, key=lambda c: c.log_template_tokens.count(self.param_str), default=None)
+            if cluster is not None:
+                self.general[id(leaf)] = cluster.cluster_id
+        return cluster
+
+    def _leaf(self, root_node, tokens):
+        """The leaf Drain's tree search reaches for `tokens` (None if there is none yet)."""
+        node = root_node.key_to_child_node.get(str(len(tokens)))
+        depth = 1
+        for token in tokens:
+            if node is None or depth >= self.max_node_depth or depth == len(tokens):
+                break
+            children = node.key_to_child_node
+            node = children.get(token) or children.get(self.param_str)
+            depth += 1
+        return node
+
+    def _closest(self, cluster_ids, tokens, include_params):
         best, best_sim, best_params = None, -1.0, -1
         for cid in cluster_ids:
             cluster = self.id_to_cluster.get(cid)
@@ -51,7 +103,31 @@ class _CappedDrain(Drain):
             sim, params = self.get_seq_distance(cluster.log_template_tokens, tokens, include_params)
             if sim > best_sim or (sim == best_sim and params > best_params):
                 best, best_sim, best_params = cluster, sim, params
-        return best if best_sim >= sim_th or len(cluster_ids) >= LEAF_CAP else None
+        return best, best_sim
+
+    def add_seq_to_prefix_tree(self, root_node, cluster):  # drain3's signature
+        tokens = cluster.log_template_tokens
+        if len(tokens) == 1 and _constant(tokens[0]):
+            if len(self.singles) >= MAX_CLUSTERS:  # drop those the cluster cache let go
+                self.singles = {t: c for t, c in self.singles.items() if c in self.id_to_cluster}
+            self.singles[tokens[0]] = cluster.cluster_id
+            return
+        super().add_seq_to_prefix_tree(root_node, cluster)
+        leaf = self._leaf(root_node, tokens) if tokens else None
+        if leaf is not None:  # templates only lose words later, so the index may only hold too many
+            index = self.words.setdefault(id(leaf), {})
+            for place, word in enumerate(tokens):
+                if word != self.param_str:
+                    index.setdefault((place, word), []).append(cluster.cluster_id)
+
+    def fast_match(self, cluster_ids, tokens, sim_th, include_params):  # drain3's signature
+        best, sim = self._closest(cluster_ids, tokens, include_params)
+        return best if sim >= sim_th else None
+
+
+def _constant(token: str) -> bool:
+    """A token that is no variable: masking and folding left no "<*>" in it."""
+    return MASK not in token
 
 
 def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUSTERS) -> TemplateMiner:
@@ -67,6 +143,9 @@ def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUST
     cfg.masking_instructions = []
     miner = TemplateMiner(config=cfg)
     miner.drain.__class__ = _CappedDrain  # the same state, with capped leaves
+    miner.drain.singles = {}
+    miner.drain.words = {}
+    miner.drain.general = {}
     return miner
 
 

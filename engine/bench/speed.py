@@ -19,7 +19,7 @@ from pathlib import Path
 from engine.ingest import discover
 
 NAIVE_SAMPLE_BYTES = 32 * 1024 * 1024  # naive Drain3 is slow: it is timed on a prefix of the job
-PHASES = ("parse-1core", "diagnose-1core", "diagnose-pool", "naive-drain3")
+PHASES = ("parse-1core", "diagnose-1core", "diagnose-pool", "naive-drain3", "fold-1core")
 LOAD_EVERY = 2.0  # seconds between samples of the load average during a phase
 SIMPLE_MASKS = [  # the masking of Drain3's example (as in Loghub's score_ga.py)
     (r"((?<=[^A-Za-z0-9])|^)(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}(:\d+)?)((?=[^A-Za-z0-9])|$)", "IP"),
@@ -60,6 +60,11 @@ def phase(name: str, job: str) -> dict:
         processed = size
     elif name == "naive-drain3":
         processed = _naive_drain(job)
+    elif name == "fold-1core":
+        processed, secs, cpu = _fold_only(job)
+        return {"phase": name, "bytes": processed, "seconds": secs, "cpu_seconds": cpu,
+                "parent_cpu_seconds": cpu, "startup_seconds": startup, "peak_rss_mb": _peak_rss_mb(),
+                "worker_rss_mb": None, "load": loads.stop()}
     else:
         raise ValueError(name)
     secs = time.perf_counter() - t0
@@ -98,6 +103,24 @@ class _LoadSampler:
         if not self.samples:
             return []
         return [min(self.samples), sum(self.samples) / len(self.samples), max(self.samples)]
+
+
+def _fold_only(job: str) -> tuple[int, float, float]:
+    """The folding pass alone (engine/_fold.c, as the parse calls it on every block): bytes, wall
+    and CPU seconds of the calls only (reading the files is not counted)."""
+    from engine.fold import fold_block_values
+    from engine.ingest import ReadReport, iter_chunks
+    from engine.scan import VALUE_WIDTH
+
+    done, secs, cpu = 0, 0.0, 0.0
+    for f in discover(job).files:
+        for chunk in iter_chunks(f.path, ReadReport()):
+            t0, c0 = time.perf_counter(), time.process_time()
+            fold_block_values(chunk.data, VALUE_WIDTH)
+            secs += time.perf_counter() - t0
+            cpu += time.process_time() - c0
+            done += len(chunk.data)
+    return done, secs, cpu
 
 
 def _naive_drain(job: str) -> int:

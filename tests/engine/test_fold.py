@@ -84,3 +84,63 @@ def test_key_ids_number_new_keys_by_first_appearance_and_stop_at_room(monkeypatc
         results.append((ids.tolist(), lines, keys, table))
     assert results[0] == ([1, 0, 1, 2, -1, 0], [0, 3], [b"a <*>", b"c"], {b"b": 0, b"a <*>": 1, b"c": 2})
     assert all(r == results[0] for r in results)
+
+
+def _tokenish(rng: random.Random) -> bytes:
+    """A piece of a log line: the tokens the fold tells apart, of every length around the scanner's
+    64-byte words (long hex, digit runs inside words, chains, paths, control bytes)."""
+    kind = rng.randrange(9)
+    if kind == 0:
+        return b"%x" % rng.getrandbits(rng.choice((8, 32, 64, 200, 260)))
+    if kind == 1:
+        return b"tmp" + b"".join(rng.choice((b"a", b"7", b"k", b"33")) for _ in range(rng.randint(1, 40)))
+    if kind == 2:
+        return b"-".join(b"%x" % rng.getrandbits(16) for _ in range(rng.randint(2, 6)))
+    if kind == 3:
+        return b"/" + b"/".join(rng.choice((b"usr", b"x9", b"..", b"a.b")) for _ in range(rng.randint(1, 5)))
+    if kind == 4:
+        return bytes(rng.choice(b"\x01\x7f\t\r\x1b") for _ in range(rng.randint(1, 2)))
+    if kind == 5:
+        return b"w" * rng.randint(50, 70) + b"%d" % rng.randint(0, 99)
+    if kind == 6:
+        return rng.choice((b"mlx5_0", b"cuda:0", b"c10d", b"EXT4-fs", b"a:b:c1", b"face", b"0x1f", b"3e-05"))
+    return bytes(rng.choice(b"aZx09f_:-., <>\xc3") for _ in range(rng.randint(1, 12)))
+
+
+def test_block_scanner_agrees_with_the_python_twin_across_word_and_segment_edges():
+    if fold._c is None:
+        pytest.skip("engine._fold is not built")
+    rng = random.Random(12)
+    lines = [b" ".join(_tokenish(rng) for _ in range(rng.randint(0, 30))) for _ in range(3000)]
+    block = b"\n".join(lines)  # about 1 MB: many 4 KiB segments, tokens across their edges
+    keys, vals = fold.fold_block_values(block, 8)
+    assert keys.split(b"\n") == [_fold_line(ln) for ln in lines]
+    for row in rng.sample(range(len(lines)), 300):
+        want = [-1] * 8
+        for k, (a, b) in enumerate((fold._py_spans(lines[row], *fold.rules()) or [])[:8]):
+            tok = lines[row][a:b]
+            if b - a <= 18 and tok.isdigit() and tok.isascii():
+                want[k] = int(tok)
+        assert vals[row].tolist() == want
+
+
+def test_key_ids_agree_with_the_python_twin_on_repeats_and_a_full_table(monkeypatch):
+    rng = random.Random(5)
+    block = b"\n".join(rng.choice((b"a <*>", b"b", b"", b"c <*> d", b"e%d" % rng.randrange(50)))
+                       for _ in range(5000))
+    results = []
+    for c in (fold._c, None):
+        monkeypatch.setattr(fold, "_c", c)
+        table = {b"b": 0}
+        ids, lines, keys = fold.key_ids(block, table, 20)
+        results.append((ids.tolist(), lines, keys, table))
+    assert results[0] == results[1] and -1 in results[0][0]
+
+
+@pytest.mark.parametrize("data", [b"", b"\n", b"a", b"ab\n\ncd", b"x\n" * 5, b"long " * 300 + b"\nend"])
+def test_line_starts_agree_with_the_python_twin(monkeypatch, data):
+    got, longest = fold.line_starts(data)
+    monkeypatch.setattr(fold, "_c", None)
+    want, want_longest = fold.line_starts(data)
+    assert got.tolist() == want.tolist() and longest == want_longest
+    assert got[-1] == len(data) + 1

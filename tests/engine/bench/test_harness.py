@@ -19,6 +19,6 @@ def test_speed_on_a_tiny_job(tmp_path):
     job = generate_large_job(tmp_path / "big", parse_size("3MB"), seed=1)
     rows = run_speed(job)
     assert {r["phase"] for r in rows} == {"grep -c", "parse-1core", "diagnose-1core", "diagnose-pool",
-                                          "naive-drain3"}
+                                          "naive-drain3", "fold-1core"}
     assert all(r["mb_per_s"] > 0 for r in rows)
     assert "× naive Drain3" in format_speed(rows, 3_000_000)
