@@ -2,9 +2,10 @@
 base's database, so the job (and when it next runs) survives a restart of the bot.
 
 One job, id ``l4-digest``, runs ``bot.scheduler:run_digest`` (referenced by text, so a restarted
-process finds it) on the cron expression ``L4_DIGEST_CRON`` (UTC, default Mondays 09:00) and posts
-to ``L4_DIGEST_CHANNEL``. Runs that were missed while the bot was down are coalesced into one,
-if they are less than ``MISFIRE_GRACE_SECONDS`` late; never two runs at once in one process.
+process finds it) on the cron expression ``L4_DIGEST_CRON`` (UTC, default Mondays 09:00; a sixth
+field in front gives seconds) and posts to ``L4_DIGEST_CHANNEL``. Runs that were missed while the
+bot was down are coalesced into one, if they are less than ``MISFIRE_GRACE_SECONDS`` late; never
+two runs at once in one process.
 On start a stored job with the same schedule is left as it is (so its overdue run happens); a
 changed schedule or channel replaces it, keeping an overdue run that is still within the grace.
 Only the channel and the number of days are stored with the job, never a token or a URL.
@@ -46,13 +47,21 @@ _runtime_lock = threading.Lock()
 
 
 def cron_trigger(expr: str) -> CronTrigger:
-    """A UTC trigger from a five-field cron expression. Raises ConfigError (one line)."""
+    """A UTC trigger from a cron expression: five fields (minute hour day month weekday), or six with
+    the second first (second minute hour day month weekday: ``*/10 * * * * *`` fires every ten
+    seconds, on the wall clock, so every bot on one database has the same run times). Raises
+    ConfigError (one line)."""
     text = " ".join((expr or "").split())
-    if len(text.split(" ")) != 5:
-        raise ConfigError("L4_DIGEST_CRON must have 5 fields (minute hour day month weekday), "
-                          f"got {text[:60]!r}")
+    fields = text.split(" ")
+    if len(fields) not in (5, 6):
+        raise ConfigError("L4_DIGEST_CRON must have 5 fields (minute hour day month weekday) or 6 "
+                          f"(second minute hour day month weekday), got {text[:60]!r}")
     try:
-        return CronTrigger.from_crontab(text, timezone="UTC")
+        if len(fields) == 5:  # as before seconds were allowed: a stored job's trigger stays the same
+            return CronTrigger.from_crontab(text, timezone="UTC")
+        second, minute, hour, day, month, weekday = fields
+        return CronTrigger(second=second, minute=minute, hour=hour, day=day, month=month,
+                           day_of_week=weekday, timezone="UTC")
     except ValueError as exc:
         raise ConfigError(f"L4_DIGEST_CRON {text[:60]!r} is not a valid cron expression: "
                           f"{str(exc).splitlines()[0][:120]}") from None
@@ -163,7 +172,7 @@ def run_digest(channel: str, days: int = DIGEST_DAYS) -> str | None:
         with session(engine) as s:
             dg = compute_digest(s, days=days)
         ts = post_digest(client, channel, dg)
-        log.info("digest of %d days posted to %s", days, channel)
+        log.info("digest run of %s (%d days) posted to %s", slot.isoformat(), days, channel)
         metrics.DIGESTS.labels("posted").inc()
         return ts
     except Exception as exc:  # noqa: BLE001 - a scheduled job must not die with a trace in the log

@@ -45,8 +45,10 @@ def log_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=5, processes=True, dashboard_address=None,
-                                  host="127.0.0.1", silence_logs=logging.ERROR, preload=PRELOAD) as c:
+    # a free port for the scheduler's HTTP server (None still binds 8787, which parallel runs share)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=5, processes=True,
+                                  dashboard_address="127.0.0.1:0", host="127.0.0.1",
+                                  silence_logs=logging.ERROR, preload=PRELOAD) as c:
         yield c
 
 
@@ -163,7 +165,7 @@ def test_an_unreachable_scheduler_is_one_line_and_the_request_stays_queued(log_r
 def test_a_scheduler_lost_mid_analysis_falls_back_to_this_machine(log_root, tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="l4.cluster")
     own = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                                   dashboard_address=None,
+                                   dashboard_address="127.0.0.1:0",
                                    host="127.0.0.1", silence_logs=logging.CRITICAL)
     try:
         with distributed.Client(own, set_as_default=False) as c, \

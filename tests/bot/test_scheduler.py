@@ -17,6 +17,7 @@ import pytest
 from apscheduler.job import Job
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from bot import scheduler as sched
@@ -56,6 +57,23 @@ def test_cron_default_is_monday_nine_utc_and_bad_cron_is_one_line() -> None:
     after = datetime(2026, 6, 16, 10, 0, tzinfo=UTC)  # a Tuesday
     assert trig.get_next_fire_time(None, after) == datetime(2026, 6, 22, 9, 0, tzinfo=UTC)
     for bad in ("61 9 * * mon", "0 9 * *", "every monday", "0 9 * * mon 2026", ""):
+        with pytest.raises(ConfigError) as e:
+            sched.cron_trigger(bad)
+        assert "L4_DIGEST_CRON" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cron_with_seconds_fires_on_the_wall_clock() -> None:
+    """Six fields put the second first: every bot computes the same run times, and a run's slot
+    (the lease name) is the trigger's latest fire time to the second."""
+    trig = sched.cron_trigger("*/10 * * * * *")
+    at = datetime(2026, 6, 16, 10, 0, 3, tzinfo=UTC)
+    assert trig.get_next_fire_time(None, at) == datetime(2026, 6, 16, 10, 0, 10, tzinfo=UTC)
+    assert sched.run_time(trig, datetime(2026, 6, 16, 10, 0, 17, tzinfo=UTC)) == at.replace(second=10)
+    monday = sched.cron_trigger("30 0 9 * * mon")
+    assert monday.get_next_fire_time(None, at) == datetime(2026, 6, 22, 9, 0, 30, tzinfo=UTC)
+    # five fields are as before: the trigger of a stored job is unchanged, so it is kept
+    assert repr(sched.cron_trigger("0 9 * * mon")) == repr(CronTrigger.from_crontab("0 9 * * mon", "UTC"))
+    for bad in ("61 * * * * *", "* * * * * * *", "*/10 * * * * someday"):
         with pytest.raises(ConfigError) as e:
             sched.cron_trigger(bad)
         assert "L4_DIGEST_CRON" in str(e.value) and "\n" not in str(e.value)

@@ -24,8 +24,9 @@ UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
 
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  host="127.0.0.1", silence_logs=40) as c:
+    # a free port for the scheduler's HTTP server (None still binds 8787, which parallel runs share)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address="127.0.0.1:0", host="127.0.0.1", silence_logs=40) as c:
         yield c
 
 
