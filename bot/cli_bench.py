@@ -277,7 +277,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     rg = rsub.add_parser("generate", help="run and label the corpus (needs torch; minutes)")
     rg.add_argument("out")
     rg.add_argument("--kinds", help="comma-separated fault kinds (default: all in kinds.yaml)")
-    rg.add_argument("--styles", help="comma-separated program styles: ddp, megatron, hf (default: all)")
+    rg.add_argument("--styles", help="comma-separated program styles: ddp, megatron, hf, lightning, "
+                    "accelerate, nanogpt (default: all)")
     rg.add_argument("--per-kind", type=int, default=2, help="cases per fault kind (default 2)")
     rg.add_argument("--cases", help="comma-separated case names: run only these again")
     rg.set_defaults(func=cmd_realrun_generate)

@@ -13,7 +13,9 @@ nearly everywhere still points at the nodes without it): the store host's teardo
 peer's closed connection say little about where the fault is. An event shown with evidence lines
 from some nodes (the launcher block of a rank killed first) points at those nodes only. A node
 whose clock runs a steady offset (`engine.clock`) has its last stamp moved back by it before
-silences are compared.
+silences are compared; nodes that write naive stamps each in their own zone are moved onto one
+timeline by whole quarter hours (`zone_offsets`), and a job whose node mixes two zones in its files
+gives no stopped-first signal at all (a wrong timeline would name whichever node's zone is west).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from engine.peers import blamed_nodes, unresponsive_nodes
 from engine.roles import REPORT
 
 SILENCE_MIN_SECONDS = 30.0
+ZONE_QUANTUM = 900.0  # time zones differ by whole quarter hours
 WEIGHTS = {"forest": 0.2, "evidence": 0.5, "silence": 0.3, "blame": 0.5}
 ECHO_WEIGHT = 0.35
 
@@ -75,14 +78,42 @@ def _parse_ts(ts: str) -> datetime | None:
         return None
 
 
+def zone_offsets(parsed: ParsedJob, nodes: list[str]) -> dict[str, float] | None:
+    """Node -> how far its stamps run ahead of a reference node's, in whole quarter hours (seconds):
+    naive stamps written in each node's own zone. Read from the events both nodes log (their first
+    stamps' difference, rounded to the quarter hour: a launch or a hang is off by seconds, a zone by
+    hours). The reference is the node that shares the most events with the others. None when a
+    node's events disagree on its offset (its files mix stamps of two zones: its lines cannot be put
+    on one timeline); nodes that share no event with the reference are left out."""
+    seen = {n: parsed.node_first_seen.get(n, {}) for n in nodes}
+    seen = {n: s for n, s in seen.items() if s}
+    if len(seen) < 2:
+        return {}
+    ref = max(sorted(seen), key=lambda n: sum(len(seen[n].keys() & seen[m].keys()) for m in seen if m != n))
+    out: dict[str, float] = {ref: 0.0}
+    for n in seen:
+        pairs = [(_parse_ts(seen[n][i]), _parse_ts(seen[ref][i])) for i in seen[n].keys() & seen[ref].keys()]
+        quarters = {round((a - b).total_seconds() / ZONE_QUANTUM) for a, b in pairs if a and b}
+        if len(quarters) > 1:
+            return None
+        if quarters:
+            out[n] = quarters.pop() * ZONE_QUANTUM
+    return out
+
+
 def _silence(parsed: ParsedJob, nodes: list[str], clock: list[ClockNote] = ()) -> np.ndarray:
     out = np.zeros(len(nodes))
     skew = {c.node: c.seconds for c in clock if c.kind == "skew"}
+    zones = zone_offsets(parsed, nodes)
+    if zones:  # a zone's offset holds the node's skew: the skew corrects only nodes in the reference's zone
+        skew = {n: s for n, s in skew.items() if not zones.get(n)} | {n: z for n, z in zones.items() if z}
     times = [_parse_ts(parsed.node_last_ts[n]) if n in parsed.node_last_ts else None for n in nodes]
     times = [t - timedelta(seconds=skew[n]) if t is not None and n in skew else t
              for t, n in zip(times, nodes, strict=True)]
+    if zones:  # nodes that share no event with the reference cannot be placed on its timeline
+        times = [t if n in zones else None for t, n in zip(times, nodes, strict=True)]
     known = [t for t in times if t is not None]
-    if len(known) >= 2:
+    if zones is not None and len(known) >= 2:
         latest = max(known)
         lags = np.array([(latest - t).total_seconds() if t else 0.0 for t in times])
         if lags.max() >= SILENCE_MIN_SECONDS:

@@ -131,14 +131,14 @@ def relabel(root: Path) -> int:
 
 
 def write_wave_views(root: Path) -> dict[int, int]:
-    """``root/_wave1/``, ``root/_wave2/`` and ``root/_wave3/``: the cases of each wave as links beside a
-    cases.json of their own, so that `l4 bench eval root/_wave3 --split test,dev` scores a held-out wave
-    alone. Returns the number of cases per wave."""
+    """``root/_wave1/`` to ``root/_wave4/`` (4: the development runs, cases -7 on): the cases of each
+    wave as links beside a cases.json of their own, so that `l4 bench eval root/_wave3 --split test,dev`
+    scores a held-out wave alone. Returns the number of cases per wave."""
     rows = json.loads((root / "cases.json").read_text())
     waves: dict[int, list[dict]] = {}
     for row in rows:
         n = int(row["case_id"].rsplit("-", 1)[1])
-        waves.setdefault(3 if n >= 5 else 2 if n >= 3 else 1, []).append(row)
+        waves.setdefault(4 if n >= 7 else 3 if n >= 5 else 2 if n >= 3 else 1, []).append(row)
     for wave, wrows in sorted(waves.items()):
         view = root / f"_wave{wave}"
         if view.is_dir():

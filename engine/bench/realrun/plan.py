@@ -11,7 +11,8 @@ from pathlib import Path
 import yaml
 
 STYLES = ("ddp", "megatron", "hf", "lightning", "accelerate", "nanogpt")
-WAVE3_STYLES = ("accelerate", "nanogpt")  # held out: only wave 3 (cases -5, -6) runs them
+# held out: only wave 3 (cases -5, -6) and the development wave 4 (-7 on) run them
+WAVE3_STYLES = ("accelerate", "nanogpt")
 NNODES = 4
 NPROC = 2
 STEPS = 24
@@ -72,7 +73,8 @@ class RunPlan:
     steps: int = STEPS
     save_every: int = SAVE_EVERY
     prefix: str = "default"  # the launcher's console prefix of rank lines: [defaultN]: or [rankN]: (global)
-    wave: int = 1  # 1: the first corpus (cases -1, -2); 2: held-out growth (-3, -4); 3: new styles (-5, -6)
+    wave: int = 1  # 1: the first corpus (cases -1, -2); 2: held-out growth (-3, -4); 3: new styles (-5, -6);
+    # 4: development runs of the new styles (-7 on), never committed as fixtures
 
     @property
     def world(self) -> int:
@@ -122,10 +124,11 @@ WAVE3_NODE_SCHEMES = ("ip-10-1-{}-23", "hgx-{:04d}", "trn-{:02d}", "cn{:03d}")
 WAVE3_UNSTAMPED = ("nanogpt",)  # its own lines are plain print()s: no time at all
 
 
-def _wave3(p: RunPlan, nodes_given: bool) -> None:
-    """Settings of a wave-3 case, every one from its own hash of the name."""
-    w = random.Random(f"l4-realrun-w3:{p.name}")
-    p.wave = 3
+def _wave3(p: RunPlan, nodes_given: bool, salt: str = "l4-realrun-w3", wave: int = 3) -> None:
+    """Settings of a wave-3 case, every one from its own hash of the name (``salt``: the dev wave of cases
+    -7 and on draws the same kinds of settings from another hash, so they differ from wave 3's)."""
+    w = random.Random(f"{salt}:{p.name}")
+    p.wave = wave
     if not nodes_given:
         scheme = w.choice(WAVE3_NODE_SCHEMES)
         first = w.randrange(1, 90)
@@ -155,7 +158,9 @@ def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str
         clocks[rng.randrange(len(clocks))] = CLOCKS[0]
     p = RunPlan(name=name, style=style, kind=kind, seed=seed, nodes=nodes, clocks=clocks,
                 layout=rng.choice(["console", "logdir"]))
-    if seed >= 5 and kind is not None:
+    if seed >= 7 and kind is not None:  # development runs of the new styles: their own hash salt
+        _wave3(p, nodes_given, salt="l4-realrun-w4", wave=4)
+    elif seed >= 5 and kind is not None:
         _wave3(p, nodes_given)
     elif seed >= 3 and kind is not None:
         _wave2(p)
@@ -177,7 +182,8 @@ def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] |
                per_kind: int = 2) -> list[RunPlan]:
     """The corpus: ``per_kind`` cases of every kind, on its styles in turn (named ``<kind>-<style>-<n>``).
     Cases 1 to 4 take the kind's styles of the first waves in turn, cases 5 and on its wave-3 styles (from
-    a side the kind's hash picks, so that both new styles get about half)."""
+    a side the kind's hash picks, so that both new styles get about half); cases 7 and on are development
+    runs of those styles with settings from another hash (wave 4)."""
     all_kinds = kinds()["kinds"]
     chosen = kinds_wanted or list(all_kinds)
     for k in chosen:

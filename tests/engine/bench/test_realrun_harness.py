@@ -91,6 +91,21 @@ def test_held_out_wave_3_runs_every_kind_in_the_new_styles_only():
     assert [p.name for p in earlier] == [p.name for p in case_plans(per_kind=6) if p.wave < 3]
 
 
+def test_development_wave_4_runs_the_new_styles_with_settings_of_its_own_hash():
+    plans = {p.name: p for p in case_plans(per_kind=8)}
+    dev = [p for p in plans.values() if p.wave == 4]
+    assert {p.name.rsplit("-", 1)[1] for p in dev} == {"7", "8"}
+    assert {p.style for p in dev} == set(WAVE3_STYLES) and {p.kind for p in dev} == set(kinds()["kinds"])
+    assert {p.steps for p in dev} <= set(WAVE3_STEPS) and {p.layout for p in dev} == {"console", "logdir"}
+    assert all(fmt == "none" for p in dev if p.style == "nanogpt" for _, fmt in p.clocks)
+    # another salt: the settings are not wave 3's draws under a new name
+    w3 = [p for p in plans.values() if p.wave == 3]
+    assert [(p.steps, p.save_every, p.prefix, p.nodes) for p in dev[:10]] != \
+        [(p.steps, p.save_every, p.prefix, p.nodes) for p in w3[:10]]
+    # the earlier waves' plans are what they were
+    assert [p.name for p in case_plans(per_kind=6)] == [p.name for p in plans.values() if p.wave < 4]
+
+
 def test_the_committed_cases_are_still_what_their_plans_say():
     from engine.bench.realrun.corpus import plan_of
 
@@ -304,12 +319,13 @@ def test_wave_views_list_each_waves_cases_beside_the_corpus(tmp_path):
 
     rows = []
     for name in ("nan_loss-ddp-1", "nan_loss-hf-2", "nan_loss-ddp-3", "nan_loss-lightning-4",
-                 "nan_loss-nanogpt-6"):
+                 "nan_loss-nanogpt-6", "nan_loss-accelerate-7"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "truth.json").write_text(json.dumps({"case_id": name, "split": "dev"}))
         rows.append({"case_id": name, "path": name})
     (tmp_path / "cases.json").write_text(json.dumps(rows))
-    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1}
+    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1, 4: 1}
     assert [d.name for d in case_dirs(tmp_path / "_wave2")] == ["nan_loss-ddp-3", "nan_loss-lightning-4"]
     assert [d.name for d in case_dirs(tmp_path / "_wave3")] == ["nan_loss-nanogpt-6"]
-    assert len(case_dirs(tmp_path)) == 5  # the views are not cases of the corpus
+    assert [d.name for d in case_dirs(tmp_path / "_wave4")] == ["nan_loss-accelerate-7"]
+    assert len(case_dirs(tmp_path)) == 6  # the views are not cases of the corpus
