@@ -375,8 +375,13 @@ def _word_rules() -> list[tuple[str, frozenset[str], frozenset[str]]]:
 
 
 def frame_words_stage(func: str) -> str | None:
-    """The stage the words of a function name point to (data/stages.yaml `frame_words`), if any."""
-    words = set(name_words(func))
+    """The stage the words of a compound function name point to (data/stages.yaml `frame_words`), if
+    any. A one-word name (`save`, `step`) is the whole-name rules' to judge: they know where it is
+    ambiguous (a library's `save` is `numpy.save` as often as a checkpoint)."""
+    split = name_words(func)
+    if len(split) < 2:
+        return None
+    words = set(split)
     for stage, need, also in _word_rules():
         if words & need and (not also or words & also):
             return stage
