@@ -353,7 +353,7 @@ def frames_evidence(window: Window) -> tuple[str, bool] | None:
             if ((func_rx is None or func_rx.match(func)) and (file_rx is None or file_rx.search(file))
                     and (code_rx is None or code_rx.search(code))):
                 return stage, weak
-        worded = frame_words_stage(func)
+        worded = frame_words_stage(func, file)
         if worded is not None:
             return worded, False
     return None
@@ -369,12 +369,13 @@ def name_words(func: str) -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _word_rules() -> list[tuple[str, frozenset[str], frozenset[str]]]:
-    return [(r["stage"], frozenset(r["words"]), frozenset(r.get("with", ())))
+def _word_rules() -> list[tuple[str, frozenset[str], frozenset[str], re.Pattern[str] | None]]:
+    return [(r["stage"], frozenset(r["words"]), frozenset(r.get("with", ())),
+             re.compile(r["file"]) if r.get("file") else None)
             for r in load("stages").get("frame_words", [])]
 
 
-def frame_words_stage(func: str) -> str | None:
+def frame_words_stage(func: str, file: str = "") -> str | None:
     """The stage the words of a compound function name point to (data/stages.yaml `frame_words`), if
     any. A one-word name (`save`, `step`) is the whole-name rules' to judge: they know where it is
     ambiguous (a library's `save` is `numpy.save` as often as a checkpoint)."""
@@ -382,8 +383,8 @@ def frame_words_stage(func: str) -> str | None:
     if len(split) < 2:
         return None
     words = set(split)
-    for stage, need, also in _word_rules():
-        if words & need and (not also or words & also):
+    for stage, need, also, file_rx in _word_rules():
+        if words & need and (not also or words & also) and (file_rx is None or file_rx.search(file)):
             return stage
     return None
 

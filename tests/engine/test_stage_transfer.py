@@ -26,6 +26,11 @@ def test_a_frame_is_read_by_the_words_of_its_function_name():
     assert frame_words_stage("load_yaml") is None
     # a one-word name is the whole-name rules' (a library's `save` is numpy.save as often as not)
     assert frame_words_stage("save") is None
+    # public wave 2 async-ckpt-save-eoferror-no-main-guard-nemo-12446 (dev): writing, in a checkpoint module
+    assert frame_words_stage("_get_write_results_queue",
+                             "/opt/megatron-lm/megatron/core/dist_checkpointing/strategies/filesystem_async.py"
+                             ) == "checkpointing"
+    assert frame_words_stage("_get_write_results_queue", "/app/logging/handlers.py") is None
 
 
 def test_a_models_forward_frame_is_training(tmp_path):
