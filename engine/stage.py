@@ -89,7 +89,7 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
         return UNKNOWN
     eid = event_ids[0]
     where = _failing_file(parsed, eid)
-    local = framed = None
+    local = framed = window = None
     if where is not None:
         window = read_window(*where)
         if window is not None:
@@ -97,6 +97,19 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
             if framed is not None and not framed[1]:
                 return framed[0]
             local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
+    progressed = progress_stage(window) if where is not None and window is not None else None
+    stage = _stage_after_frames(parsed, event_ids, trust_time, where, framed, local)
+    if progressed is not None and stage in ("init", UNKNOWN):
+        return progressed  # the job had made progress: not in set-up, whatever the error's words
+    return stage
+
+
+def _stage_after_frames(parsed: ParsedJob, event_ids: list[int], trust_time: bool,
+                        where: tuple[str, int] | None, framed: tuple[str, bool] | None,
+                        local: str | None) -> str:
+    """The stage when no strong frame decides: the rank's own log (`local`), a weak frame, the other
+    ranks, the failure's typical stage."""
+    eid = event_ids[0]
     own = where[0] if where is not None else None
     if local in SETUP:
         # the rank's log stops at set-up while the other ranks were already running: a rank that logs
@@ -181,9 +194,44 @@ def _failure_hints() -> list[tuple[str, re.Pattern[str]]]:
 
 def failure_hint(template: str) -> str | None:
     """The stage an error of this kind typically shows in, for logs that show none of their own."""
+    text = failing_words(template)
     for stage, rx in _failure_hints():
-        if rx.search(template):
+        if rx.search(text):
             return stage
+    return None
+
+
+@lru_cache(maxsize=1)
+def _advisory() -> re.Pattern[str] | None:
+    rx = load("stages").get("advisory")
+    return re.compile(rx) if rx else None
+
+
+def failing_words(text: str) -> str:
+    """An error line without the advice that follows it ("… To adjust the kill threshold, set the
+    environment variable …"): what the hints read."""
+    rx = _advisory()
+    m = rx.search(text) if rx is not None else None
+    return text[: m.start()] if m is not None else text
+
+
+@lru_cache(maxsize=1)
+def _progress_evidence() -> list[tuple[int, re.Pattern[str]]]:
+    return [(int(r["min"]), re.compile(r["regex"])) for r in load("stages").get("progress_evidence", [])]
+
+
+def progress_stage(window: Window) -> str | None:
+    """The stage of the last progress the failing rank's lines show up to and including the failing
+    line (a tqdm bar past 0, a step or iteration count, a collective sequence number): the stage the
+    line's text names, else training. None: no sign that the job was past set-up."""
+    end = min(window.at, len(window.lines) - 1)
+    for line in reversed(window.lines[: end + 1]):
+        for part in reversed(line.split("\r")):
+            for low, rx in _progress_evidence():
+                m = rx.search(part)
+                if m is not None and int(m.group("n")) >= low:
+                    named = stage_of_template(_message(part)[: m.start()] or part)
+                    return named if named not in (None, "init") else "training"
     return None
 
 
@@ -305,6 +353,39 @@ def frames_evidence(window: Window) -> tuple[str, bool] | None:
             if ((func_rx is None or func_rx.match(func)) and (file_rx is None or file_rx.search(file))
                     and (code_rx is None or code_rx.search(code))):
                 return stage, weak
+        worded = frame_words_stage(func, file)
+        if worded is not None:
+            return worded, False
+    return None
+
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def name_words(func: str) -> list[str]:
+    """The words of a function name, split on `_`, dots and camelCase, lower-cased
+    (`llama_model_forward` → llama, model, forward; `loadStateDict` → load, state, dict)."""
+    return [w.lower() for w in _WORD.findall(func)]
+
+
+@lru_cache(maxsize=1)
+def _word_rules() -> list[tuple[str, frozenset[str], frozenset[str], re.Pattern[str] | None]]:
+    return [(r["stage"], frozenset(r["words"]), frozenset(r.get("with", ())),
+             re.compile(r["file"]) if r.get("file") else None)
+            for r in load("stages").get("frame_words", [])]
+
+
+def frame_words_stage(func: str, file: str = "") -> str | None:
+    """The stage the words of a compound function name point to (data/stages.yaml `frame_words`), if
+    any. A one-word name (`save`, `step`) is the whole-name rules' to judge: they know where it is
+    ambiguous (a library's `save` is `numpy.save` as often as a checkpoint)."""
+    split = name_words(func)
+    if len(split) < 2:
+        return None
+    words = set(split)
+    for stage, need, also, file_rx in _word_rules():
+        if words & need and (not also or words & also) and (file_rx is None or file_rx.search(file)):
+            return stage
     return None
 
 
