@@ -23,7 +23,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import numpy as np
-from sklearn.ensemble import IsolationForest
 
 from engine.events import ROOT_SEVERITY, ScoredEvent
 from engine.model import ClockNote, NodeFinding, ParsedJob
@@ -41,6 +40,10 @@ def _forest(parsed: ParsedJob, nodes: list[str], ids: list[int]) -> np.ndarray:
         return np.zeros(len(nodes))
     x = np.array([[parsed.node_counts[n].get(i, 0) for i in ids] for n in nodes], dtype=float)
     x = np.log1p(x)
+    # imported here: scikit-learn (with scipy) takes ~2 s to import, and a job of fewer than three
+    # nodes (a pasted excerpt, one rank file) never needs it
+    from sklearn.ensemble import IsolationForest
+
     forest = IsolationForest(n_estimators=200, random_state=0).fit(x)
     raw = -forest.score_samples(x)
     span = raw.max() - raw.min()
