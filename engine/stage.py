@@ -97,7 +97,7 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
             if framed is not None and not framed[1]:
                 return framed[0]
             local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
-    progressed = progress_stage(window) if where is not None and window is not None else None
+    progressed = progress_stage(window) if window is not None else None
     stage = _stage_after_frames(parsed, event_ids, trust_time, where, framed, local)
     if progressed is not None and stage in ("init", UNKNOWN):
         return progressed  # the job had made progress: not in set-up, whatever the error's words
@@ -111,13 +111,12 @@ def _stage_after_frames(parsed: ParsedJob, event_ids: list[int], trust_time: boo
     ranks, the failure's typical stage."""
     eid = event_ids[0]
     own = where[0] if where is not None else None
-    if local in SETUP:
+    job = _job_stage(parsed, eid, trust_time, own) if local in SETUP else None
+    if job in RUNNING:
         # the rank's log stops at set-up while the other ranks were already running: a rank that logs
         # no progress of its own (in Megatron-LM only the last rank logs iterations), or one killed
         # before its buffered output was written
-        job = _job_stage(parsed, eid, trust_time, own)
-        if job in RUNNING:
-            return job
+        return job
     if framed is not None:
         # a weak frame (a trainer's `fit`) gives way to what the rank's own log shows
         return local if local is not None else framed[0]
@@ -130,16 +129,17 @@ def _stage_after_frames(parsed: ParsedJob, event_ids: list[int], trust_time: boo
     peers = _peer_frames_stage(parsed, event_ids[1:1 + PEER_EVENTS])
     if peers is not None and peers != "init":
         return peers
-    if local is not None and failure_hint(parsed.templates[eid].template) == "init":
+    hinted = failure_hint(parsed.templates[eid].template)
+    if local is not None and hinted == "init":
         return local
-    job = _job_stage(parsed, eid, trust_time, own)
+    if local not in SETUP:  # computed above otherwise
+        job = _job_stage(parsed, eid, trust_time, own)
     if job is not None and job != "init":
         return job
     if local is not None:
         return local
     if job is not None:
         return job
-    hinted = failure_hint(parsed.templates[eid].template)
     if hinted is not None:
         return hinted
     if where is not None and where[1] <= INIT_LINES:
