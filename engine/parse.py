@@ -283,10 +283,10 @@ class _JobBuilder:
                     stat.first_seen = ts
                 if ts < node_first.get(cid, "~"):
                     node_first[cid] = ts
-            if count > 1 and may_hold_number(scan.last_line[lid]):
-                ts = timestamp(scan.last_line[lid].decode("utf-8", "replace"), scan.year)
-            elif count > 1:
-                ts = None
+            if count > 1:
+                last_raw = scan.last_line[lid]
+                ts = (timestamp(last_raw.decode("utf-8", "replace"), scan.year)
+                      if may_hold_number(last_raw) else None)
             if ts and (stat.last_seen is None or ts > stat.last_seen):
                 stat.last_seen = ts
             first, last = scan.first_pos[lid], scan.last_pos[lid]
