@@ -1,18 +1,10 @@
-import json
-
 from engine.diagnose import diagnose
 from tests.helpers.jobs import write_failed_job as _files_job
-from tests.helpers.jobs import write_rank
 
 
 def _job(root, lines_by_rank):
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "job.json").write_text(json.dumps({"job_id": root.name, "status": "failed"}))
-    for rank, lines in lines_by_rank.items():
-        write_rank(root / f"node-{rank}" / f"rank-{rank}.log", lines)
-    return root
-
-
+    """A failed job of one rank file per node: rank r's lines in node-r/rank-r.log."""
+    return _files_job(root, {f"node-{rank}/rank-{rank}.log": lines for rank, lines in lines_by_rank.items()})
 
 
 def _healthy(n: int, its: int) -> list[str]:
