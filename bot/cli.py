@@ -183,6 +183,9 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+INTERRUPT_CODES = frozenset({128 + signal.SIGINT, 128 + signal.SIGTERM})
+
+
 def _interrupted(exc: KeyboardInterrupt) -> int:
     from engine.executors import stop_all_pools
 
@@ -230,5 +233,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def run() -> None:
+    """The `l4` command: `main`, then the process ends with its exit code. After an interrupt the
+    exit handlers run and the process ends at once: Python sets a process-wide flag when Ctrl-C
+    lands in code run from a string (`exec("from numpy import *")` in a lazy import), keeps it
+    though `main` handled the interrupt, and at the end of finalisation kills itself with SIGINT
+    instead of exiting with `main`'s 130."""
+    code = main()
+    if code in INTERRUPT_CODES:
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
