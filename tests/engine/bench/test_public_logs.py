@@ -67,7 +67,7 @@ def test_the_first_wave_is_still_the_50_tuned_on():
     assert len(_wave(1)) == 50
 
 
-@pytest.mark.parametrize("n,view_dir,at_least,all_stages", [(2, WAVE2, 30, True), (3, WAVE3, 10, False)],
+@pytest.mark.parametrize("n,view_dir,at_least,all_stages", [(2, WAVE2, 30, True), (3, WAVE3, 30, True)],
                          ids=["wave2", "wave3"])
 def test_a_later_wave_is_a_held_out_set_with_a_view_of_its_own(n: int, view_dir: Path, at_least: int,
                                                                 all_stages: bool):
