@@ -6,6 +6,7 @@ sha256(case id) is even, else test.
 """
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from engine.model import CATEGORIES, STAGES
 CORPUS = Path(__file__).parents[2] / "fixtures" / "public_logs"
 CASES = case_dirs(CORPUS)
 WAVE2 = CORPUS / "_wave2"
+WAVE3 = CORPUS / "_wave3"
 
 
 def _truth(case: Path) -> dict:
@@ -48,7 +50,7 @@ def test_case_is_labeled_and_its_lines_are_verbatim(case: Path):
     for labeled in (indicating, t["cascade_lines"], t["context_lines"]):
         assert set(labeled) <= lines
     assert not indicating & set(t["cascade_lines"])
-    assert t.get("wave", 1) in (1, 2)
+    assert t.get("wave", 1) in (1, 2, 3)
 
 
 def test_sources_md_lists_every_case():
@@ -57,32 +59,83 @@ def test_sources_md_lists_every_case():
         assert f"| {case.name} |" in text and _truth(case)["url"] in text
 
 
-def test_wave2_is_a_second_held_out_set_with_a_view_of_its_own():
-    """Wave 2 (collected after the first 50 were used for tuning) loads with the whole corpus and,
-    alone, through the `_wave2/` view of links, so `l4 bench eval` can score either."""
-    wave2 = sorted(c.name for c in CASES if _truth(c).get("wave") == 2)
-    assert len(wave2) >= 30 and len(CASES) - len(wave2) == 50
-    view = case_dirs(WAVE2)
-    assert sorted(d.name for d in view) == wave2
+def _wave(n: int) -> list[str]:
+    return sorted(c.name for c in CASES if _truth(c).get("wave", 1) == n)
+
+
+def test_the_first_wave_is_still_the_50_tuned_on():
+    assert len(_wave(1)) == 50
+
+
+@pytest.mark.parametrize("n,view_dir,at_least,all_stages", [(2, WAVE2, 30, True), (3, WAVE3, 30, True)],
+                         ids=["wave2", "wave3"])
+def test_a_later_wave_is_a_held_out_set_with_a_view_of_its_own(n: int, view_dir: Path, at_least: int,
+                                                                all_stages: bool):
+    """Waves 2 and 3 (each collected after the waves before it were used for tuning) load with the
+    whole corpus and, alone, through their `_waveN/` view of links, so `l4 bench eval` can score
+    either; the view holds that wave and nothing else."""
+    wave = _wave(n)
+    assert len(wave) >= at_least
+    view = case_dirs(view_dir)
+    assert sorted(d.name for d in view) == wave
     assert all(d.is_symlink() and d.resolve() == (CORPUS / d.name).resolve() for d in view)
-    rows = json.loads((WAVE2 / "cases.json").read_text())
+    rows = json.loads((view_dir / "cases.json").read_text())
     assert [r["case_id"] for r in rows] == [d.name for d in view]
     for row in rows:
         t = _truth(CORPUS / row["case_id"])
-        assert (row["split"], row["kind"], row["stage"], row["source"]) == (
-            t["split"], t["kind"], t["stage"], t["source"])
-    assert [d.name for d in case_dirs(WAVE2, "test")] == [r["case_id"] for r in rows if r["split"] == "test"]
+        assert (row["split"], row["kind"], row["category"], row["stage"], row["source"]) == (
+            t["split"], t["kind"], t["category"], t["stage"], t["source"])
+    for split in ("dev", "test"):
+        want = [r["case_id"] for r in rows if r["split"] == split]
+        assert [d.name for d in case_dirs(view_dir, split)] == want
     splits = [r["split"] for r in rows]
     assert abs(splits.count("dev") - splits.count("test")) <= len(rows) // 4
-    assert {r["stage"] for r in rows} == set(STAGES) - {"unknown"}
+    assert not all_stages or {r["stage"] for r in rows} == set(STAGES) - {"unknown"}
     assert all(sum(f.stat().st_size for f in (CORPUS / r["case_id"]).rglob("*") if f.is_file()) < 32_000
                for r in rows)
 
 
-def test_sources_md_has_a_wave2_note_and_counts():
+def test_the_whole_corpus_loads_every_wave_and_no_view():
+    """`l4 bench eval tests/fixtures/public_logs` reads the case folders of all waves (a view folder
+    has no truth.json of its own, so it is not a case) and each case once."""
+    names = [d.name for d in CASES]
+    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in (1, 2, 3))
+    assert not any(name.startswith("_wave") for name in names)
+
+
+def test_wave3_shares_no_thread_with_the_earlier_waves():
+    urls = {n: {_truth(CORPUS / c)["url"].rstrip("/") for c in _wave(n)} for n in (1, 2, 3)}
+    assert len(urls[3]) == len(_wave(3))
+    assert not urls[3] & (urls[1] | urls[2])
+
+
+_PREFIXES = [  # SOURCES.md: where a line with each launcher/logger prefix is filed
+    (r"^\[(?:rank|default|trainer)(\d+)(?:\|\d+)?\]:", lambda m: ("node0", f"rank{m[1]}.log")),
+    (r"^\((\w+) pid=(\d+)(?:, ip=([0-9.]+))?\)", lambda m: (m[3] or "node0", f"pid{m[2]}.log")),
+    (r"^([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[\d+\]", lambda m: (m[1], f"pid{m[2]}.log")),
+]
+
+
+@pytest.mark.parametrize("case", [CORPUS / c for c in _wave(3)], ids=lambda c: c.name)
+def test_wave3_lines_are_filed_by_their_own_prefix(case: Path):
+    """A line that starts with a rank, Ray actor or NCCL host:pid:tid prefix is in that rank's file;
+    the root lines keep the prefix they were pasted with."""
+    for f in (case / "failed").rglob("*.log"):
+        where = (f.parent.name, f.name)
+        for line in f.read_text().split("\n"):
+            for rx, place in _PREFIXES:
+                m = re.match(rx, line)
+                if m:
+                    assert place(m) == where, (line, where)
+                    break
+    lines = _lines(case)
+    assert all(root in lines for root in _truth(case)["root_lines"])
+
+
+def test_sources_md_has_a_note_and_counts_for_each_later_wave():
     text = (CORPUS / "SOURCES.md").read_text()
-    n = sum(_truth(c).get("wave") == 2 for c in CASES)
-    assert f"Wave 2: {n} cases" in text
+    for n in (2, 3):
+        assert f"Wave {n}: {len(_wave(n))} cases" in text
 
 
 def test_the_corpus_evaluates():
