@@ -90,18 +90,37 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
     eid = event_ids[0]
     where = _failing_file(parsed, eid)
     local = framed = window = None
+    died = False
     if where is not None:
         window = read_window(*where)
         if window is not None:
-            framed = frames_evidence(window)
+            died = _death_noticed(parsed.templates[eid].template)
+            framed = None if died else frames_evidence(window)
             if framed is not None and not framed[1]:
                 return framed[0]
             local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
     progressed = progress_stage(window) if window is not None else None
+    position = local or progressed
+    if died and position is not None:
+        return position
     stage = _stage_after_frames(parsed, event_ids, trust_time, where, framed, local)
     if progressed is not None and stage in ("init", UNKNOWN):
         return progressed  # the job had made progress: not in set-up, whatever the error's words
     return stage
+
+
+@lru_cache(maxsize=1)
+def _death_notice() -> re.Pattern[str] | None:
+    rx = load("stages").get("death_notices")
+    return re.compile(rx) if rx else None
+
+
+def _death_noticed(failing: str) -> bool:
+    """Whether the failing line reports that a process was killed (a DataLoader worker killed by a
+    signal): its traceback is where the survivor noticed, not the stage the job was in, so the rank's
+    own log and its progress decide (then the other ranks), not its frames."""
+    rx = _death_notice()
+    return rx is not None and rx.search(failing) is not None
 
 
 def _stage_after_frames(parsed: ParsedJob, event_ids: list[int], trust_time: bool,
@@ -401,7 +420,7 @@ def _foreign_frame(file: str) -> bool:
 def log_stage(window: Window) -> str | None:
     """The stage the rank's own log shows before the failure line (None: it shows none)."""
     segments: list[tuple[int, str]] = []
-    for k, line in enumerate(window.lines[: max(0, window.at)]):
+    for k, line in enumerate(window.lines[: _traceback_head(window)]):
         for part in line.split("\r"):
             msg = _message(part)
             if msg:
@@ -440,6 +459,34 @@ def log_stage(window: Window) -> str | None:
     if stage == "checkpointing" and None not in (opener, failing_rank) and opener != failing_rank:
         return before_ckpt or "training"  # a shared console: the save is another rank's
     return stage
+
+
+def _traceback_head(window: Window) -> int:
+    """Where the traceback that ends at the failure line starts (its `Traceback …` line), else the
+    failure line: its frames and code lines are the failure's, not what the rank logged before it."""
+    at = max(0, window.at)
+    if at >= len(window.lines):  # no failure line in the window (a rank's own lines, listed apart)
+        return at
+    msgs: dict[int, str] = {}
+
+    def msg(i: int) -> str:
+        if i not in msgs:
+            msgs[i] = _message(window.lines[i])
+        return msgs[i]
+
+    i, lead = at - 1, 0
+    while i >= 0 and i > at - TRACEBACK_REACH:
+        m = msg(i)
+        if _TRACEBACK.match(m):
+            return i
+        if _FRAME.match(m) or m.startswith(("^", "~")) or (i > 0 and _FRAME.match(msg(i - 1))):
+            lead = MESSAGE_LINES  # inside the frames: only frames and code lines up to the head
+        elif lead >= MESSAGE_LINES:
+            break
+        else:
+            lead += 1
+        i -= 1
+    return at
 
 
 def _head_stage(text: str) -> str | None:

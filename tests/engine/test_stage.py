@@ -44,10 +44,31 @@ def test_the_innermost_known_frame_of_the_failing_traceback_names_the_stage(tmp_
         "    for batch in loader:",
         '  File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 630, in __next__',
         "    data = self._next_data()",
-        "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed.",
+        "ValueError: Caught ValueError in DataLoader worker process 0: sample 96 has 12 tokens, expected 17",
     ]
     d = diagnose(_job(tmp_path / "j", {0: failing, 1: _healthy(1, 5), 2: _healthy(2, 5)}))
     assert d.stage == "data_loading"
+
+
+def test_a_killed_worker_noticed_in_a_batch_fetch_is_in_the_stage_the_rank_had_reached(tmp_path):
+    """The traceback of a death notice is where the survivor noticed it (the next batch fetch), not
+    the stage: the rank had been training (real runs: accelerate, DDP; a public pipedream thread)."""
+    failing = [f"iter {i} fwd 12.{i % 10}ms" for i in range(1, 6)] + [
+        "Traceback (most recent call last):",
+        '  File "/w/train.py", line 70, in train',
+        "    for batch in loader:",
+        '  File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 630, in __next__',
+        "    data = self._next_data()",
+        '  File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 1298, in _try_get_data',
+        "    raise RuntimeError(f'DataLoader worker (pid(s) {pids_str}) exited unexpectedly') from e",
+        "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed.",
+    ]
+    d = diagnose(_job(tmp_path / "j", {0: failing, 1: _healthy(1, 5), 2: _healthy(2, 5)}))
+    assert d.events[0].template.startswith("RuntimeError: DataLoader worker")
+    assert d.stage == "training"
+    at_start = ["initializing torch distributed", "building train dataset"] + failing[5:]
+    d = diagnose(_job(tmp_path / "k", {0: at_start, 1: _healthy(1, 5), 2: _healthy(2, 5)}))
+    assert d.stage == "data_loading"  # killed before any progress: the rank's log shows the data set
 
 
 def test_nothing_that_shows_a_stage_gives_unknown(tmp_path):
