@@ -106,7 +106,48 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
     stage = _stage_after_frames(parsed, event_ids, trust_time, where, framed, local)
     if progressed is not None and stage in ("init", UNKNOWN):
         return progressed  # the job had made progress: not in set-up, whatever the error's words
+    return _by_job_position(parsed, stage, where, window, eid)
+
+
+SETUP_ONLY_LINES = 20  # a rank that logged at most this many lines before its traceback was setting up
+
+
+def _by_job_position(parsed: ParsedJob, stage: str, where: tuple[str, int] | None,
+                     window: Window | None, eid: int | None = None) -> str:
+    """Where the failure sits on the job's own timeline, when the rank's evidence is weak: after the
+    other nodes' workers had finished (training was over everywhere: teardown), or, when every node
+    fails alike in a job that never made progress anywhere, on a rank that had logged only a few
+    lines before its traceback (a start-up check: init)."""
+    if where is None:
+        return stage
+    node = parsed.file_nodes.get(where[0])
+    if stage == "training" and _others_finished(parsed, node):
+        return "teardown"
+    if (stage == UNKNOWN and window is not None and eid is not None and _everywhere(parsed, eid)
+            and not parsed.iterations and _traceback_head(window) <= SETUP_ONLY_LINES
+            and _job_stage(parsed, -1, False) in (None, "init")):
+        return "init"
     return stage
+
+
+def _everywhere(parsed: ParsedJob, eid: int) -> bool:
+    """Whether event `eid` shows on every node of a job of several (a check every rank fails alike)."""
+    nodes = set(parsed.node_counts)
+    return len(nodes) > 1 and nodes <= set(parsed.templates[eid].nodes)
+
+
+@lru_cache(maxsize=1)
+def _finished() -> re.Pattern[str] | None:
+    rx = load("stages").get("finished_markers")
+    return re.compile(rx) if rx else None
+
+
+def _others_finished(parsed: ParsedJob, node: str | None) -> bool:
+    """Whether a node other than `node` shows that its workers had finished (`finished_markers`)."""
+    rx = _finished()
+    if rx is None or node is None:
+        return False
+    return any(rx.search(t.template) and any(n != node for n in t.nodes) for t in parsed.templates)
 
 
 @lru_cache(maxsize=1)
@@ -200,9 +241,28 @@ def _job_stage(parsed: ParsedJob, eid: int, trust_time: bool, own: str | None = 
         main_path, main_pos = main
         at = main_pos[eid][0] if eid in main_pos else parsed.file_lines.get(main_path, 0) + 1
         stage = _stage_before(main_pos, at, markers, eid)
+        if stage in (None, *SETUP):
+            stage = _files_progress(parsed, main_path, at) or stage
         if stage == "checkpointing" and own is not None and main_path != own:
             return "training"
         return stage
+    return None
+
+
+PROGRESS_FILES = 8  # rank files (the longest first) read for progress no marker names
+
+
+def _files_progress(parsed: ParsedJob, main: str, at: int) -> str | None:
+    """The running stage the main rank file shows before line `at`, else another rank file by its end
+    (the longest first): progress read from the data (a line shape recurring with a rising number:
+    nanoGPT's `iter N: loss …`, printed by one rank only), which no marker names."""
+    others = sorted((p for p in parsed.positions if p != main), key=lambda p: -parsed.file_lines.get(p, 0))
+    places = [(main, max(0, at - 1)), *((p, parsed.file_lines.get(p, 0)) for p in others)]
+    for path, line in places[:PROGRESS_FILES]:
+        window = read_window(path, line)
+        found = log_stage(window) if window is not None else None
+        if found in RUNNING:
+            return found
     return None
 
 
