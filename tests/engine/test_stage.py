@@ -144,3 +144,50 @@ def test_a_rank_whose_stdout_the_console_lists_after_its_traceback(tmp_path):
     d = diagnose(_files_job(tmp_path / "j", {"node-1/torchrun.log": console}))
     assert d.events[0].template.startswith("TypeError")
     assert d.stage == "teardown"
+
+
+def _nano(i: int) -> str:
+    return f"iter {i}: loss 4.{i:02d}, time 49.6ms, mfu 0.00%"
+
+
+def test_a_failure_after_the_other_nodes_workers_finished_is_teardown(tmp_path):
+    """torchrun's agents wait at the exit barrier only once their workers finished: training was over."""
+    failing = [_nano(i) for i in range(1, 12)] + [
+        "Traceback (most recent call last):",
+        '  File "/job/train.py", line 197, in main',
+        '    json.dump({"iter_num": iter_num, "loss": final}, f)',
+        "TypeError: Object of type Tensor is not JSON serializable"]
+    done = [_nano(i) for i in range(1, 12)] + [
+        "E1201 23:27:40.123000 4242 torch/distributed/elastic/agent/server/api.py:1234] Error waiting on "
+        "exit barrier. Elapsed: 300.0 seconds"]
+    d = diagnose(_job(tmp_path / "j", {0: failing, 1: done, 2: done}))
+    assert d.events[0].template.startswith("TypeError")
+    assert d.stage == "teardown"
+    d = diagnose(_job(tmp_path / "k", {0: failing, 1: done[:-1], 2: done[:-1]}))
+    assert d.stage == "training"  # nothing shows the others had finished
+
+
+def test_a_start_up_check_every_node_fails_alike_is_init(tmp_path):
+    def rank(r: int) -> list[str]:
+        return [f"Process index: {r}", "Device: cpu:0", "Mixed precision type: no",
+                "Traceback (most recent call last):",
+                '  File "/job/train.py", line 203, in <module>',
+                "    main()",
+                '  File "/job/train.py", line 67, in main',
+                "    assert gradient_accumulation_steps % ddp_world_size == 0",
+                "AssertionError"]
+    d = diagnose(_job(tmp_path / "j", {r: rank(r) for r in range(3)}))
+    assert d.stage == "init"
+
+
+def test_progress_only_one_rank_prints_is_the_jobs_stage(tmp_path):
+    """nanoGPT prints `iter N` from the master rank only; a node preempted mid-run shows set-up lines."""
+    master = ["Initializing a new model from scratch", "number of parameters: 0.02M"] + [
+        _nano(i) for i in range(0, 14)]
+    preempted = ["Initializing a new model from scratch", "number of parameters: 0.02M",
+                 "W1201 17:53:04.174000 25870 torch/distributed/elastic/agent/server/api.py:753] Received 15 "
+                 "death signal, shutting down workers"]
+    quiet = ["Initializing a new model from scratch", "number of parameters: 0.02M"] * 3
+    d = diagnose(_job(tmp_path / "j", {0: master, 1: preempted, 2: quiet}))
+    assert "death signal" in d.events[0].template
+    assert d.stage == "training"
