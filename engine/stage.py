@@ -559,9 +559,13 @@ def _head_stage(text: str) -> str | None:
 
 
 def _progress(segments: list[tuple[int, str]]) -> set[str]:
-    """Line shapes (digits as "0") that recur with a rising number: progress, whatever the words."""
+    """Line shapes (digits as "0") that recur with a rising number: progress, whatever the words (not
+    stack frames nor errors and warnings: their numbers are ports, retries, frame indexes)."""
     numbers: dict[str, list[list[float]]] = defaultdict(list)
+    frames = _not_progress()
     for _, msg in segments:
+        if frames is not None and frames.search(msg) or severity(msg, None) >= MARKER_MAX_SEVERITY:
+            continue  # a stack frame, or a warning whose numbers rise (ports, retries): no progress
         key = msg.translate(_DIGITS)
         if "0" in key:
             numbers[key].append([float(x) for x in _NUMBER.findall(msg)])
@@ -578,6 +582,12 @@ def _progress(segments: list[tuple[int, str]]) -> set[str]:
                 out.add(key)
                 break
     return out
+
+
+@lru_cache(maxsize=1)
+def _not_progress() -> re.Pattern[str] | None:
+    rx = load("stages").get("not_progress")
+    return re.compile(rx) if rx else None
 
 
 def _stage_by_time(parsed: ParsedJob, eid: int, markers: dict[int, str]) -> tuple[str, int] | None:
