@@ -191,3 +191,18 @@ def test_progress_only_one_rank_prints_is_the_jobs_stage(tmp_path):
     d = diagnose(_job(tmp_path / "j", {0: master, 1: preempted, 2: quiet}))
     assert "death signal" in d.events[0].template
     assert d.stage == "training"
+
+
+def test_stack_frames_and_retries_are_no_progress():
+    from engine.stage import log_stage
+    from engine.window import Window
+
+    lines = ["[W1201 10:43:06.357933301 TCPStore.cpp:340] [c10d] TCP client failed to connect/validate to "
+             f"host 127.0.0.1:46309 - retrying (try={k}, timeout=20000ms, delay=334ms): Connection reset"
+             for k in range(4)]
+    lines += [f"frame #{k}: c10::Error::Error(c10::SourceLocation) + 0x9d (0x7f72e4179b in libc10.so)"
+              for k in range(6)]
+    lines += ["torch.distributed.DistNetworkError: The server socket has failed to listen on any address"]
+    assert log_stage(Window(path="x", anchor=len(lines) - 1, lines=lines)) is None
+    steps = [f"iter {i}: loss 4.{i:02d}, time 49.6ms, mfu 0.00%" for i in range(4)]
+    assert log_stage(Window(path="x", anchor=len(lines) + 3, lines=steps + lines)) == "training"
