@@ -8,14 +8,21 @@ stamps. `clock_notes` finds a node whose clock runs a steady offset from the oth
 events, logged everywhere, are stamped consistently earlier or later on it) and a rank file whose
 clock went backwards (a later line carries an earlier stamp), so the diagnosis can say so and the
 stage is not read from an unreliable timeline.
+
+`settle_zones` runs first: a node whose files mix offset-aware stamps (a program's logger writing
+`…+05:30`) with naive ones (its launcher's `W1201 10:00:00`, local time) has its naive stamps read
+in the zone that makes them continue its aware ones, and the diagnosis says so (a `zone` note),
+instead of a clock that seems to go back by the zone's offset. Nodes whose stamps are all naive
+keep `L4_LOG_TZ` (their zones are aligned against each other by `engine.spatial.zone_offsets`).
 """
 
 from __future__ import annotations
 
+import bisect
 import statistics
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from engine.headers import has_year, utc_iso
+from engine.headers import has_year, naive_stamp, naive_zone, utc_iso
 from engine.model import ClockNote, ParsedJob
 
 SKEW_MIN_SECONDS = 120.0  # smaller offsets are launch jitter, not a clock
@@ -24,6 +31,10 @@ SKEW_AGREEMENT = 0.25  # their offsets may stray this share of the median from i
 BACKWARDS_MIN_SECONDS = 60.0
 BACKWARDS_MIN_EVENTS = 2  # later events stamped before an earlier one
 YEARLESS_FAR_DAYS = 180  # a node's last stamp this far from the job's is a year-less one
+ZONE_QUANTUM = 900  # time zones differ by whole quarter hours
+ZONE_MIN_STAMPS = 2  # naive and aware stamps (distinct events) a node needs before its zone is read
+ZONE_FIT_SECONDS = 300.0  # naive stamps, moved into their zone, lie this near the node's aware ones
+ZONE_RANGE = (-12 * 3600, 14 * 3600)  # UTC offsets of the world's zones
 
 
 def _dt(ts: str | None) -> datetime | None:
@@ -91,6 +102,137 @@ def settle_years(parsed: ParsedJob) -> int:
         if d is not None and abs((d - ref).days) > YEARLESS_FAR_DAYS:
             parsed.node_last_ts[node] = _nearest_year(ts, ref)
     return moved
+
+
+def _order_faults(files: list[list[tuple[int, float, bool]]], shift: float) -> int:
+    """Stamps that come back in time (by BACKWARDS_MIN_SECONDS or more) in line order, over the files
+    (each a list of (line, epoch seconds, naive)), with `shift` taken from the naive stamps."""
+    faults = 0
+    for items in files:
+        top: float | None = None
+        for _, t, naive in items:
+            t = t - shift if naive else t
+            if top is not None and top - t >= BACKWARDS_MIN_SECONDS:
+                faults += 1
+            elif top is None or t > top:
+                top = t
+    return faults
+
+
+def _gap(naive: list[float], aware: list[float], shift: float) -> float:
+    """The median distance of the naive stamps, moved by `shift`, to the nearest aware stamp."""
+    gaps = []
+    for t in naive:
+        t -= shift
+        k = bisect.bisect_left(aware, t)
+        gaps.append(min(abs(aware[j] - t) for j in (k - 1, k) if 0 <= j < len(aware)))
+    return statistics.median(gaps)
+
+
+def _naive_shift(files: list[list[tuple[int, float, bool]]], naive: list[float], aware: list[float],
+                 zone_offset: float) -> float:
+    """How far (seconds, whole quarter hours) a node's naive stamps, read in the `L4_LOG_TZ` zone whose
+    UTC offset is `zone_offset`, run ahead of its offset-aware ones; 0.0 when nothing shows a zone.
+    The shift that leaves the fewest stamps going back in line order within its files wins; between
+    equals (naive and aware stamps in other files: a launcher's log beside its workers'), the one
+    that puts the naive stamps nearest the aware ones, else the smallest."""
+    aware = sorted(aware)
+    lo, hi = ZONE_RANGE[0] - zone_offset, ZONE_RANGE[1] - zone_offset
+    cands = [q * ZONE_QUANTUM for q in range(int(lo // ZONE_QUANTUM), int(hi // ZONE_QUANTUM) + 1)]
+    scored = {s: (_order_faults(files, s), _gap(naive, aware, s)) for s in cands}
+    base = scored.get(0.0, (_order_faults(files, 0.0), _gap(naive, aware, 0.0)))
+    best = min(scored, key=lambda s: (scored[s][0], scored[s][1] > ZONE_FIT_SECONDS, abs(s)))
+    faults, gap = scored[best]
+    if best == 0 or gap > ZONE_FIT_SECONDS:
+        return 0.0
+    if faults < base[0] or (faults == base[0] and base[1] >= ZONE_QUANTUM / 2):
+        return float(best)
+    return 0.0
+
+
+def _zone_name(seconds: float) -> str:
+    sign = "+" if seconds >= 0 else "-"
+    s = int(abs(seconds))
+    return f"UTC{sign}{s // 3600:02d}:{s % 3600 // 60:02d}"
+
+
+def settle_zones(parsed: ParsedJob) -> list[ClockNote]:
+    """Read each node's naive stamps in the zone its own offset-aware stamps show, in place (see the
+    module's docstring); returns a `zone` note per node moved (`seconds`: how far its naive stamps ran
+    ahead when read in `L4_LOG_TZ`). Nodes with only naive or only aware stamps are left as they are."""
+    kind: dict[int, bool] = {}
+    for i, t in enumerate(parsed.templates):
+        seen = {naive_stamp(e) for e in t.examples} - {None}
+        if t.first_seen is not None and len(seen) == 1:
+            kind[i] = seen.pop()  # type: ignore[assignment]
+    files_of: dict[str, list[str]] = {}
+    for path, node in parsed.file_nodes.items():
+        files_of.setdefault(node, []).append(path)
+    notes: list[ClockNote] = []
+    moved: dict[str, float] = {}
+    for node, seen in sorted(parsed.node_first_seen.items()):
+        stamps = {i: d.timestamp() for i, ts in seen.items() if i in kind and (d := _dt(ts)) is not None}
+        naive = [t for i, t in stamps.items() if kind[i]]
+        aware = [t for i, t in stamps.items() if not kind[i]]
+        if len(naive) < ZONE_MIN_STAMPS or len(aware) < ZONE_MIN_STAMPS:
+            continue
+        paths = files_of.get(node, [])
+        in_files: dict[int, int] = {}
+        for p in paths:
+            for i in parsed.positions.get(p, {}):
+                in_files[i] = in_files.get(i, 0) + 1
+        files = [sorted((first, stamps[i], kind[i]) for i, (first, _) in parsed.positions.get(p, {}).items()
+                        if i in stamps and in_files.get(i) == 1) for p in paths]
+        ref = _dt(min(seen.values()))
+        offset = naive_zone().utcoffset(ref.replace(tzinfo=None)) if ref is not None else None
+        shift = _naive_shift(files, naive, aware, offset.total_seconds() if offset else 0.0)
+        if not shift:
+            continue
+        moved[node] = shift
+        for i in [i for i in seen if kind.get(i)]:
+            seen[i] = _moved(seen[i], shift)
+        zone = _zone_name(shift + (offset.total_seconds() if offset else 0.0))
+        way = "ahead of" if shift > 0 else "behind"
+        notes.append(ClockNote(kind="zone", node=node, seconds=shift,
+                               note=f"{node}'s stamps without an offset are read as local time {zone}: so "
+                                    f"they continue its stamps with an offset (read in the default zone "
+                                    f"they ran {_span(shift)} {way} them)"))
+    if moved:
+        _settle_templates(parsed, moved, kind)
+    return notes
+
+
+def _moved(ts: str, shift: float) -> str:
+    d = _dt(ts)
+    return utc_iso(d - timedelta(seconds=shift)) if d is not None else ts
+
+
+def _settle_templates(parsed: ParsedJob, moved: dict[str, float], kind: dict[int, bool]) -> None:
+    """The nodes' last stamps and the job-wide first and last stamps of naive events, after the naive
+    stamps of the `moved` nodes were moved by their shift. A last stamp may come from a naive or an
+    aware line: the one read is the earliest reading not before the node's (or job's) other stamps."""
+    for node, shift in moved.items():
+        last = parsed.node_last_ts.get(node)
+        if last is None:
+            continue
+        top = max(parsed.node_first_seen.get(node, {}).values(), default=last)
+        floor = _moved(top, BACKWARDS_MIN_SECONDS)
+        readings = sorted({last, _moved(last, shift)})
+        parsed.node_last_ts[node] = next((r for r in readings if r >= floor), readings[-1])
+    stamps = [ts for seen in parsed.node_first_seen.values() for ts in seen.values()]
+    end = max([*parsed.node_last_ts.values(), *stamps], default="~")
+    for i, t in enumerate(parsed.templates):
+        if not kind.get(i):
+            continue
+        firsts = [s[i] for s in parsed.node_first_seen.values() if i in s]
+        if firsts:
+            t.first_seen = min(firsts)
+        if t.last_seen is None or t.first_seen is None:
+            continue
+        shifts = sorted({moved.get(n, 0.0) for n, c in parsed.node_counts.items() if c.get(i)}) or [0.0]
+        readings = [_moved(t.last_seen, s) for s in shifts]
+        fits = [r for r in readings if t.first_seen <= r <= end] if len(shifts) > 1 else readings
+        t.last_seen = max(max(fits), t.first_seen) if fits else t.first_seen
 
 
 def _skews(parsed: ParsedJob) -> dict[str, tuple[float, int]]:

@@ -5,7 +5,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from engine.clock import clock_notes, settle_years
+from engine.clock import clock_notes, settle_years, settle_zones
 from engine.events import score_events, select_events
 from engine.executors import Executor
 from engine.filter import NormalPool, candidate_events, normal_pool
@@ -27,6 +27,7 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     `hang_evidence`: read the job folder's flight-recorder and stack dumps (`engine.hang`)."""
     started = time.perf_counter()
     settle_years(parsed)
+    zones = settle_zones(parsed)  # naive stamps in their node's zone: not a clock to distrust
     clock = clock_notes(parsed)
     candidates = candidate_events(parsed, pool if pool is not None else normal_pool(history, normal))
     scored = score_events(parsed, candidates)
@@ -46,7 +47,7 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
     detail = _detail(parsed, node_scores, [e.id for e in selected], series, iterations)
     return Diagnosis(job_id=parsed.job_id, status="analyzed", stage=stage, events=events, nodes=nodes,
-                     iterations=iterations, stats=stats, detail=detail, hang=hang, clock=clock)
+                     iterations=iterations, stats=stats, detail=detail, hang=hang, clock=zones + clock)
 
 
 HEATMAP_NODES = 12

@@ -203,3 +203,12 @@ def has_year(line: str) -> bool | None:
         return None
     names = {name for name, _, _ in layout}
     return "date" in names or "year" in names
+
+
+def naive_stamp(line: str) -> bool | None:
+    """Whether the timestamp of `line` is naive (no offset: read in `L4_LOG_TZ`); None: no timestamp.
+    `engine.clock.settle_zones` moves a node's naive stamps into the zone its offset-aware ones show."""
+    layout = _ts_layout(line.translate(_ZERO_DIGITS))
+    if layout is None:
+        return None
+    return "tz" not in {name for name, _, _ in layout}

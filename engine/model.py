@@ -70,9 +70,11 @@ class IterationFinding:
 @dataclass
 class ClockNote:
     """A clock the timeline should not be trusted on: a node's steady offset from the others
-    ("skew", seconds > 0: ahead) or a step back within its rank files ("backwards", seconds < 0)."""
+    ("skew", seconds > 0: ahead) or a step back within its rank files ("backwards", seconds < 0); or
+    a node whose naive stamps were read in the zone its offset-aware stamps show ("zone", seconds:
+    how far they ran ahead in `L4_LOG_TZ`; the timeline is trusted)."""
 
-    kind: str  # "skew" | "backwards"
+    kind: str  # "skew" | "backwards" | "zone"
     node: str
     seconds: float
     note: str = ""

@@ -90,18 +90,78 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
     eid = event_ids[0]
     where = _failing_file(parsed, eid)
     local = framed = window = None
+    died = False
     if where is not None:
         window = read_window(*where)
         if window is not None:
-            framed = frames_evidence(window)
+            died = _death_noticed(parsed.templates[eid].template)
+            framed = None if died else frames_evidence(window)
             if framed is not None and not framed[1]:
                 return framed[0]
             local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
     progressed = progress_stage(window) if window is not None else None
+    position = local or progressed
+    if died and position is not None:
+        return position
     stage = _stage_after_frames(parsed, event_ids, trust_time, where, framed, local)
     if progressed is not None and stage in ("init", UNKNOWN):
         return progressed  # the job had made progress: not in set-up, whatever the error's words
+    return _by_job_position(parsed, stage, where, window, eid)
+
+
+SETUP_ONLY_LINES = 20  # a rank that logged at most this many lines before its traceback was setting up
+
+
+def _by_job_position(parsed: ParsedJob, stage: str, where: tuple[str, int] | None,
+                     window: Window | None, eid: int | None = None) -> str:
+    """Where the failure sits on the job's own timeline, when the rank's evidence is weak: after the
+    other nodes' workers had finished (training was over everywhere: teardown), or, when every node
+    fails alike in a job that never made progress anywhere, on a rank that had logged only a few
+    lines before its traceback (a start-up check: init)."""
+    if where is None:
+        return stage
+    node = parsed.file_nodes.get(where[0])
+    if stage == "training" and _others_finished(parsed, node):
+        return "teardown"
+    if (stage == UNKNOWN and window is not None and eid is not None and _everywhere(parsed, eid)
+            and not parsed.iterations and _traceback_head(window) <= SETUP_ONLY_LINES
+            and _job_stage(parsed, -1, False) in (None, "init")):
+        return "init"
     return stage
+
+
+def _everywhere(parsed: ParsedJob, eid: int) -> bool:
+    """Whether event `eid` shows on every node of a job of several (a check every rank fails alike)."""
+    nodes = set(parsed.node_counts)
+    return len(nodes) > 1 and nodes <= set(parsed.templates[eid].nodes)
+
+
+@lru_cache(maxsize=1)
+def _finished() -> re.Pattern[str] | None:
+    rx = load("stages").get("finished_markers")
+    return re.compile(rx) if rx else None
+
+
+def _others_finished(parsed: ParsedJob, node: str | None) -> bool:
+    """Whether a node other than `node` shows that its workers had finished (`finished_markers`)."""
+    rx = _finished()
+    if rx is None or node is None:
+        return False
+    return any(rx.search(t.template) and any(n != node for n in t.nodes) for t in parsed.templates)
+
+
+@lru_cache(maxsize=1)
+def _death_notice() -> re.Pattern[str] | None:
+    rx = load("stages").get("death_notices")
+    return re.compile(rx) if rx else None
+
+
+def _death_noticed(failing: str) -> bool:
+    """Whether the failing line reports that a process was killed (a DataLoader worker killed by a
+    signal): its traceback is where the survivor noticed, not the stage the job was in, so the rank's
+    own log and its progress decide (then the other ranks), not its frames."""
+    rx = _death_notice()
+    return rx is not None and rx.search(failing) is not None
 
 
 def _stage_after_frames(parsed: ParsedJob, event_ids: list[int], trust_time: bool,
@@ -181,9 +241,28 @@ def _job_stage(parsed: ParsedJob, eid: int, trust_time: bool, own: str | None = 
         main_path, main_pos = main
         at = main_pos[eid][0] if eid in main_pos else parsed.file_lines.get(main_path, 0) + 1
         stage = _stage_before(main_pos, at, markers, eid)
+        if stage in (None, *SETUP):
+            stage = _files_progress(parsed, main_path, at) or stage
         if stage == "checkpointing" and own is not None and main_path != own:
             return "training"
         return stage
+    return None
+
+
+PROGRESS_FILES = 8  # rank files (the longest first) read for progress no marker names
+
+
+def _files_progress(parsed: ParsedJob, main: str, at: int) -> str | None:
+    """The running stage the main rank file shows before line `at`, else another rank file by its end
+    (the longest first): progress read from the data (a line shape recurring with a rising number:
+    nanoGPT's `iter N: loss …`, printed by one rank only), which no marker names."""
+    others = sorted((p for p in parsed.positions if p != main), key=lambda p: -parsed.file_lines.get(p, 0))
+    places = [(main, max(0, at - 1)), *((p, parsed.file_lines.get(p, 0)) for p in others)]
+    for path, line in places[:PROGRESS_FILES]:
+        window = read_window(path, line)
+        found = log_stage(window) if window is not None else None
+        if found in RUNNING:
+            return found
     return None
 
 
@@ -401,7 +480,7 @@ def _foreign_frame(file: str) -> bool:
 def log_stage(window: Window) -> str | None:
     """The stage the rank's own log shows before the failure line (None: it shows none)."""
     segments: list[tuple[int, str]] = []
-    for k, line in enumerate(window.lines[: max(0, window.at)]):
+    for k, line in enumerate(window.lines[: _traceback_head(window)]):
         for part in line.split("\r"):
             msg = _message(part)
             if msg:
@@ -442,6 +521,34 @@ def log_stage(window: Window) -> str | None:
     return stage
 
 
+def _traceback_head(window: Window) -> int:
+    """Where the traceback that ends at the failure line starts (its `Traceback …` line), else the
+    failure line: its frames and code lines are the failure's, not what the rank logged before it."""
+    at = max(0, window.at)
+    if at >= len(window.lines):  # no failure line in the window (a rank's own lines, listed apart)
+        return at
+    msgs: dict[int, str] = {}
+
+    def msg(i: int) -> str:
+        if i not in msgs:
+            msgs[i] = _message(window.lines[i])
+        return msgs[i]
+
+    i, lead = at - 1, 0
+    while i >= 0 and i > at - TRACEBACK_REACH:
+        m = msg(i)
+        if _TRACEBACK.match(m):
+            return i
+        if _FRAME.match(m) or m.startswith(("^", "~")) or (i > 0 and _FRAME.match(msg(i - 1))):
+            lead = MESSAGE_LINES  # inside the frames: only frames and code lines up to the head
+        elif lead >= MESSAGE_LINES:
+            break
+        else:
+            lead += 1
+        i -= 1
+    return at
+
+
 def _head_stage(text: str) -> str | None:
     """The stage a line names at its very start (what it was doing when an error was glued to it)."""
     for stage, rx in _rules():
@@ -452,9 +559,13 @@ def _head_stage(text: str) -> str | None:
 
 
 def _progress(segments: list[tuple[int, str]]) -> set[str]:
-    """Line shapes (digits as "0") that recur with a rising number: progress, whatever the words."""
+    """Line shapes (digits as "0") that recur with a rising number: progress, whatever the words (not
+    stack frames nor errors and warnings: their numbers are ports, retries, frame indexes)."""
     numbers: dict[str, list[list[float]]] = defaultdict(list)
+    frames = _not_progress()
     for _, msg in segments:
+        if frames is not None and frames.search(msg) or severity(msg, None) >= MARKER_MAX_SEVERITY:
+            continue  # a stack frame, or a warning whose numbers rise (ports, retries): no progress
         key = msg.translate(_DIGITS)
         if "0" in key:
             numbers[key].append([float(x) for x in _NUMBER.findall(msg)])
@@ -471,6 +582,12 @@ def _progress(segments: list[tuple[int, str]]) -> set[str]:
                 out.add(key)
                 break
     return out
+
+
+@lru_cache(maxsize=1)
+def _not_progress() -> re.Pattern[str] | None:
+    rx = load("stages").get("not_progress")
+    return re.compile(rx) if rx else None
 
 
 def _stage_by_time(parsed: ParsedJob, eid: int, markers: dict[int, str]) -> tuple[str, int] | None:

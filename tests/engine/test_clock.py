@@ -1,5 +1,6 @@
 import json
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import jsonschema
 
@@ -85,3 +86,78 @@ def test_yearless_stamps_take_the_jobs_year_not_the_machines(tmp_path):
     xid = next(e for e in d.events if "Xid" in e.template)
     assert xid.first_seen == "2023-11-29T10:20:30Z"
     assert d.events[0] is xid  # it comes first in time, and it is the severest
+
+
+IST = timezone(timedelta(hours=5, minutes=30))
+
+
+def _glog(t: datetime, tz: timezone, msg: str) -> str:
+    """A torchrun agent's line: glog-style, naive local time, no year."""
+    return t.astimezone(tz).strftime("W%m%d %H:%M:%S.000000 4242 torch/distributed/run.py:865] ") + msg
+
+
+def _mixed_node(tz: timezone, *, fails: bool, layout: str = "console") -> dict[str, list[str]]:
+    """One node: the launcher's naive local lines around the program's offset-aware ones (in one
+    console, or the launcher's own log beside the rank's file), 12 iterations a minute apart."""
+    agent = [_glog(T0, tz, "Starting elastic_operator with launch configs"),
+             _glog(T0 + timedelta(seconds=2), tz, "Rendezvous complete for workers")]
+    setup = ["initializing torch distributed", "building train dataset", "Start training"]
+    prog = [f"{_stamp(T0 + timedelta(seconds=20 + k), tz)} - INFO - {m}" for k, m in enumerate(setup)]
+    prog += [f"{_stamp(T0 + timedelta(minutes=it), tz)} - INFO - iteration {it}/ 100 | lm loss: 2.{it:02d} |"
+             for it in range(1, 13)]
+    end = T0 + timedelta(minutes=12, seconds=30)
+    error = ("RuntimeError: CUDA error: an illegal memory access" if fails
+             else "Watchdog caught collective operation timeout")
+    prog.append(f"{_stamp(end, tz)} - ERROR - {error}")
+    agent += [_glog(end + timedelta(seconds=5), tz, "Sending process 4243 closing signal SIGTERM"),
+              _glog(end + timedelta(seconds=6), tz, "failed (exitcode: 1) local_rank: 0 (pid: 4243)")]
+    if layout == "console":
+        return {"console.log": agent[:2] + prog + agent[2:]}
+    return {"launcher.log": agent, "rank0/stderr.log": prog}
+
+
+def _mixed_job(root, zones: list[timezone], layout: str = "console", fault_node: int = 1):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "job.json").write_text(json.dumps({"job_id": root.name, "status": "failed"}))
+    for n, tz in enumerate(zones):
+        for name, lines in _mixed_node(tz, fails=n == fault_node, layout=layout).items():
+            write_rank(root / f"node-{n}" / name, lines)
+    return root
+
+
+def test_naive_launcher_stamps_are_read_in_the_zone_of_the_nodes_aware_stamps(tmp_path):
+    job = _mixed_job(tmp_path / "job", [IST, IST, UTC, UTC])
+    d = diagnose(job)
+    assert [(c.kind, c.node, c.seconds) for c in d.clock] == [("zone", "node-0", 19800.0),
+                                                              ("zone", "node-1", 19800.0)]
+    assert "UTC+05:30" in d.clock[0].note
+    assert d.events[0].template.startswith("RuntimeError: CUDA error")
+    assert d.events[0].first_seen == "2023-11-29T10:12:30Z"
+    assert d.stage == "training"
+    jsonschema.validate(d.to_dict(), SCHEMA)
+
+
+def test_a_launcher_log_beside_the_rank_files_is_read_in_the_nodes_zone_too(tmp_path):
+    job = _mixed_job(tmp_path / "job", [UTC, IST, timezone(timedelta(hours=-5)), UTC], layout="logdir")
+    d = diagnose(job)
+    assert [(c.kind, c.node, c.seconds) for c in d.clock] == [("zone", "node-1", 19800.0),
+                                                              ("zone", "node-2", -18000.0)]
+    assert "UTC-05:00" in d.clock[1].note
+
+
+def test_nodes_whose_naive_stamps_already_fit_get_no_zone_note(tmp_path):
+    d = diagnose(_mixed_job(tmp_path / "job", [UTC, UTC, UTC]))
+    assert d.clock == []
+
+
+REAL = Path(__file__).parents[1] / "fixtures" / "realrun" / "_wave3" / "exception_step-accelerate-5"
+
+
+def test_a_real_accelerate_run_mixing_zones_is_read_without_a_clock_going_back():
+    """Real run (dev half of wave 3): accelerate's logger writes +01:00 / +05:30 on three nodes, the
+    torchrun agent beside it naive local time (``--log-dir`` layout: launcher.log beside the ranks')."""
+    assert json.loads((REAL / "truth.json").read_text())["split"] == "dev"
+    d = diagnose(REAL / "failed")
+    assert {(c.kind, c.node, c.seconds) for c in d.clock} == {
+        ("zone", "ip-10-1-2-23", 3600.0), ("zone", "ip-10-1-3-23", 3600.0), ("zone", "ip-10-1-5-23", 19800.0)}
+    assert d.stage == "training"

@@ -1,6 +1,6 @@
 import pytest
 
-from engine.headers import parse_header, timestamp
+from engine.headers import naive_stamp, parse_header, timestamp
 
 CASES = [
     (
@@ -176,3 +176,11 @@ def test_has_year():
 def test_impossible_dates_give_no_timestamp():
     assert parse_header("2026-13-45 10:00:00 msg").ts is None
     assert timestamp("2026-13-45 10:00:00 msg") is None
+
+
+def test_naive_stamp():
+    assert naive_stamp("W1201 15:57:43.054000 12286 torch/distributed/run.py:865] node_rank") is True
+    assert naive_stamp("[rank4]:2026-12-01T15:57:59.479+01:00 - INFO - __main__ - [RANK 4] ready") is False
+    assert naive_stamp("2026-12-01 15:57:59,479 - INFO - ready") is True
+    assert naive_stamp("[2024-09-11T17:52:18Z] ready") is False
+    assert naive_stamp("no stamp here") is None

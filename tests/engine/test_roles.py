@@ -105,3 +105,11 @@ def test_a_peers_closed_connection_ranks_below_the_timeouts_it_follows(tmp_path)
     files = {f"node-{n}/rank-{n}.log": [(closed if n == 2 else timeout).format(r=n)] for n in range(4)}
     d = diagnose(_job(tmp_path / "j", files))
     assert "Timed out waiting" in d.events[0].template
+
+
+def test_a_collective_timeout_whose_operation_drain_masked_is_still_a_cascade():
+    from engine.roles import CASCADE, lexicon_role
+
+    for template in ("RuntimeError: [<*>:<*>] Timed out waiting <*> for <*> operation to complete",
+                     "RuntimeError: [<*>:<*>] Timed out waiting <*> for recv operation to complete"):
+        assert lexicon_role(template) == CASCADE

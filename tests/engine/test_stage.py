@@ -44,10 +44,31 @@ def test_the_innermost_known_frame_of_the_failing_traceback_names_the_stage(tmp_
         "    for batch in loader:",
         '  File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 630, in __next__',
         "    data = self._next_data()",
-        "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed.",
+        "ValueError: Caught ValueError in DataLoader worker process 0: sample 96 has 12 tokens, expected 17",
     ]
     d = diagnose(_job(tmp_path / "j", {0: failing, 1: _healthy(1, 5), 2: _healthy(2, 5)}))
     assert d.stage == "data_loading"
+
+
+def test_a_killed_worker_noticed_in_a_batch_fetch_is_in_the_stage_the_rank_had_reached(tmp_path):
+    """The traceback of a death notice is where the survivor noticed it (the next batch fetch), not
+    the stage: the rank had been training (real runs: accelerate, DDP; a public pipedream thread)."""
+    failing = [f"iter {i} fwd 12.{i % 10}ms" for i in range(1, 6)] + [
+        "Traceback (most recent call last):",
+        '  File "/w/train.py", line 70, in train',
+        "    for batch in loader:",
+        '  File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 630, in __next__',
+        "    data = self._next_data()",
+        '  File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 1298, in _try_get_data',
+        "    raise RuntimeError(f'DataLoader worker (pid(s) {pids_str}) exited unexpectedly') from e",
+        "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed.",
+    ]
+    d = diagnose(_job(tmp_path / "j", {0: failing, 1: _healthy(1, 5), 2: _healthy(2, 5)}))
+    assert d.events[0].template.startswith("RuntimeError: DataLoader worker")
+    assert d.stage == "training"
+    at_start = ["initializing torch distributed", "building train dataset"] + failing[5:]
+    d = diagnose(_job(tmp_path / "k", {0: at_start, 1: _healthy(1, 5), 2: _healthy(2, 5)}))
+    assert d.stage == "data_loading"  # killed before any progress: the rank's log shows the data set
 
 
 def test_nothing_that_shows_a_stage_gives_unknown(tmp_path):
@@ -123,3 +144,65 @@ def test_a_rank_whose_stdout_the_console_lists_after_its_traceback(tmp_path):
     d = diagnose(_files_job(tmp_path / "j", {"node-1/torchrun.log": console}))
     assert d.events[0].template.startswith("TypeError")
     assert d.stage == "teardown"
+
+
+def _nano(i: int) -> str:
+    return f"iter {i}: loss 4.{i:02d}, time 49.6ms, mfu 0.00%"
+
+
+def test_a_failure_after_the_other_nodes_workers_finished_is_teardown(tmp_path):
+    """torchrun's agents wait at the exit barrier only once their workers finished: training was over."""
+    failing = [_nano(i) for i in range(1, 12)] + [
+        "Traceback (most recent call last):",
+        '  File "/job/train.py", line 197, in main',
+        '    json.dump({"iter_num": iter_num, "loss": final}, f)',
+        "TypeError: Object of type Tensor is not JSON serializable"]
+    done = [_nano(i) for i in range(1, 12)] + [
+        "E1201 23:27:40.123000 4242 torch/distributed/elastic/agent/server/api.py:1234] Error waiting on "
+        "exit barrier. Elapsed: 300.0 seconds"]
+    d = diagnose(_job(tmp_path / "j", {0: failing, 1: done, 2: done}))
+    assert d.events[0].template.startswith("TypeError")
+    assert d.stage == "teardown"
+    d = diagnose(_job(tmp_path / "k", {0: failing, 1: done[:-1], 2: done[:-1]}))
+    assert d.stage == "training"  # nothing shows the others had finished
+
+
+def test_a_start_up_check_every_node_fails_alike_is_init(tmp_path):
+    def rank(r: int) -> list[str]:
+        return [f"Process index: {r}", "Device: cpu:0", "Mixed precision type: no",
+                "Traceback (most recent call last):",
+                '  File "/job/train.py", line 203, in <module>',
+                "    main()",
+                '  File "/job/train.py", line 67, in main',
+                "    assert gradient_accumulation_steps % ddp_world_size == 0",
+                "AssertionError"]
+    d = diagnose(_job(tmp_path / "j", {r: rank(r) for r in range(3)}))
+    assert d.stage == "init"
+
+
+def test_progress_only_one_rank_prints_is_the_jobs_stage(tmp_path):
+    """nanoGPT prints `iter N` from the master rank only; a node preempted mid-run shows set-up lines."""
+    master = ["Initializing a new model from scratch", "number of parameters: 0.02M"] + [
+        _nano(i) for i in range(0, 14)]
+    preempted = ["Initializing a new model from scratch", "number of parameters: 0.02M",
+                 "W1201 17:53:04.174000 25870 torch/distributed/elastic/agent/server/api.py:753] Received 15 "
+                 "death signal, shutting down workers"]
+    quiet = ["Initializing a new model from scratch", "number of parameters: 0.02M"] * 3
+    d = diagnose(_job(tmp_path / "j", {0: master, 1: preempted, 2: quiet}))
+    assert "death signal" in d.events[0].template
+    assert d.stage == "training"
+
+
+def test_stack_frames_and_retries_are_no_progress():
+    from engine.stage import log_stage
+    from engine.window import Window
+
+    lines = ["[W1201 10:43:06.357933301 TCPStore.cpp:340] [c10d] TCP client failed to connect/validate to "
+             f"host 127.0.0.1:46309 - retrying (try={k}, timeout=20000ms, delay=334ms): Connection reset"
+             for k in range(4)]
+    lines += [f"frame #{k}: c10::Error::Error(c10::SourceLocation) + 0x9d (0x7f72e4179b in libc10.so)"
+              for k in range(6)]
+    lines += ["torch.distributed.DistNetworkError: The server socket has failed to listen on any address"]
+    assert log_stage(Window(path="x", anchor=len(lines) - 1, lines=lines)) is None
+    steps = [f"iter {i}: loss 4.{i:02d}, time 49.6ms, mfu 0.00%" for i in range(4)]
+    assert log_stage(Window(path="x", anchor=len(lines) + 3, lines=steps + lines)) == "training"
