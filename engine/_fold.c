@@ -10,6 +10,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -582,19 +583,299 @@ typedef struct {
     uint64_t hash;
     Py_ssize_t at, len; /* the line's first appearance in the block; len < 0: a free slot */
     int64_t id;
+    int fresh, repeated; /* new to the file when first seen; seen again in this block since */
 } Distinct;
 
-/* keys(folded, table, room) -> (ids, fresh_lines, fresh_keys): the id of every line of `folded`
- * (lines joined by "\n") in dict `table` (bytes -> int), as int64 bytes. A line new to the table
- * is added with the next id (len(table)) while fewer than `room` were added, and its line index
- * and key are listed; further new lines get -1 (the caller groups them coarsely). The lines of the
- * block are told apart in a hash table of their own first: a bytes object and a dict look-up are
- * made once per distinct line of the block, not per line. */
+/* ------------------------------------------------------------------ the free-text regime
+ *
+ * See engine/freetext.py. Per file, the distinct lines looked up (and the first repeat in a block of
+ * one that was new) are counted in windows; a window mostly new, in a file of min_keys pre-keys or
+ * more, starts the regime; one mostly repeats ends it. In the regime a new pre-key that holds no
+ * needle gets the free key FREE + its frequent leading words. The state lives in a bytearray the
+ * caller keeps per file (FREE_STATE_SIZE bytes, zeroed). */
+#define PREFIX_BITS 12
+#define RECENT_BITS 16
+typedef struct {
+    int64_t on, events, fresh, free_keys;
+    uint32_t cur[1 << PREFIX_BITS], prev[1 << PREFIX_BITS]; /* leading-word counts: this window, the last */
+    uint64_t recent[1 << RECENT_BITS]; /* hashes (| 1) of pre-keys given a free key; 0: empty */
+} FreeState;
+
+#define MAX_NEEDLES 1024
+typedef struct {
+    const unsigned char *b; /* its bytes, the boundary marks before its first character left out */
+    Py_ssize_t len;
+    int lead, list;         /* boundary marks before the first character; 0: alarm, 1: marker */
+} Needle;
+
+typedef struct {
+    Py_ssize_t window, min_keys, enter, leave, literal_min, literal_words, max_free_keys; /* counts */
+    PyObject *alarm, *marker; /* tuples of bytes */
+    int ready;
+    unsigned char one[256];      /* 1: a one-byte alarm needle, 2: a one-byte marker needle */
+    unsigned char pair[8192];    /* bit (c0 << 8 | c1): some two-character needle starts with them */
+    unsigned char tri[8192];     /* bit trigram(c0, c1, c2): some longer needle starts with them */
+    Needle needles[MAX_NEEDLES]; /* by their first character (see start) */
+    int start[257];              /* needles[start[c]:start[c + 1]] start with c */
+} FreeRules;
+
+/* A needle's characters: its bytes but the boundary marks (0, engine/freetext.py BOUNDARY). */
+static Py_ssize_t needle_real(const unsigned char *b, Py_ssize_t len, unsigned char *first2) {
+    Py_ssize_t real = 0;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (b[i] != 0) {
+            if (real < 2) first2[real] = b[i];
+            real++;
+        }
+    return real;
+}
+
+static inline unsigned trigram(const unsigned char *c) {
+    return ((unsigned)c[0] * 0x9E5u ^ (unsigned)c[1] * 0x3Bu ^ (unsigned)c[2]) & 0xFFFFu;
+}
+
+/* The first three characters of a needle of three or more (f holds its first two), in `f3`. */
+static const unsigned char *needle_third(const unsigned char *b, Py_ssize_t len, const unsigned char *f) {
+    static unsigned char f3[3];
+    f3[0] = f[0];
+    f3[1] = f[1];
+    for (Py_ssize_t i = 0, real = 0; i < len; i++)
+        if (b[i] != 0 && ++real == 3) f3[2] = b[i];
+    return f3;
+}
+
+static void free_rules_ready(FreeRules *fr) {
+    if (fr->ready) return;
+    memset(fr->one, 0, sizeof fr->one);
+    memset(fr->pair, 0, sizeof fr->pair);
+    memset(fr->tri, 0, sizeof fr->tri);
+    memset(fr->start, 0, sizeof fr->start);
+    PyObject *lists[2] = {fr->alarm, fr->marker};
+    int count[256] = {0}, total = 0;
+    for (int pass = 0; pass < 2; pass++) { /* count by first character, then place */
+        int at[256];
+        for (int c = 0; c < 256; c++) at[c] = fr->start[c];
+        for (int k = 0; k < 2; k++) {
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(lists[k]); i++) {
+                PyObject *nd = PyTuple_GET_ITEM(lists[k], i);
+                const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(nd);
+                Py_ssize_t len = PyBytes_GET_SIZE(nd);
+                unsigned char f[2];
+                Py_ssize_t real = needle_real(b, len, f);
+                if (real == 1) {
+                    fr->one[f[0]] |= (unsigned char)(1 << k);
+                    continue;
+                }
+                if (real < 2) continue;
+                if (pass == 0) {
+                    if (total < MAX_NEEDLES) { count[f[0]]++; total++; }
+                    if (real == 2) {
+                        fr->pair[((unsigned)f[0] << 5) | (f[1] >> 3)] |= (unsigned char)(1 << (f[1] & 7));
+                    } else {
+                        unsigned t = trigram(needle_third(b, len, f));
+                        fr->tri[t >> 3] |= (unsigned char)(1 << (t & 7));
+                    }
+                    continue;
+                }
+                if (at[f[0]] >= fr->start[f[0] + 1]) continue; /* past MAX_NEEDLES (see keys) */
+                int lead = 0;
+                while (b[lead] == 0) lead++;
+                fr->needles[at[f[0]]++] = (Needle){b + lead, len - lead, lead, k};
+            }
+        }
+        if (pass == 0)
+            for (int c = 0; c < 256; c++) fr->start[c + 1] = fr->start[c] + count[c];
+    }
+    fr->ready = 1;
+}
+
+static inline int word_byte(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+/* A word boundary at s[q] (as `\b` in a bytes regex: between a word byte and another or an end). */
+static inline int boundary_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t q) {
+    return (q > 0 && word_byte(s[q - 1])) != (q < n && word_byte(s[q]));
+}
+
+/* Whether needle nd (boundary marks included) matches s[0:n] with its first character at s[i]. */
+static int needle_at(const unsigned char *nd, Py_ssize_t len, const unsigned char *s, Py_ssize_t n, Py_ssize_t i) {
+    Py_ssize_t q = i;
+    for (Py_ssize_t j = 0; j < len; j++) {
+        if (nd[j] == 0) {
+            if (!boundary_at(s, n, q)) return 0;
+        } else {
+            if (q >= n || s[q] != nd[j]) return 0;
+            q++;
+        }
+    }
+    return 1;
+}
+
+/* Whether s[0:n] holds one of the needles of list `k` (0: alarm, 1: marker). */
+static int holds_needle(const FreeRules *fr, int k, const unsigned char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (fr->one[c] & (1 << k)) return 1;
+        if (i + 1 >= n) continue;
+        int two = fr->pair[((unsigned)c << 5) | (s[i + 1] >> 3)] & (1 << (s[i + 1] & 7));
+        if (!two) {
+            if (i + 2 >= n) continue;
+            unsigned t = trigram(s + i);
+            if (!(fr->tri[t >> 3] & (1 << (t & 7)))) continue;
+        }
+        for (int j = fr->start[c]; j < fr->start[c + 1]; j++) {
+            const Needle *nd = &fr->needles[j];
+            if (nd->list != k) continue;
+            if (nd->lead > 0 && !boundary_at(s, n, i)) continue;
+            if (needle_at(nd->b, nd->len, s, n, i)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* A pre-key that keeps its own path in the regime: an alarm needle, a glog level letter
+ * ("[E1206 ", "W0101 ") at its start, or a marker needle on a line with a number. */
+static int keeps_path(const FreeRules *fr, const unsigned char *s, Py_ssize_t n) {
+    if (holds_needle(fr, 0, s, n)) return 1;
+    Py_ssize_t i = n > 0 && s[0] == '[';
+    if (n - i >= 6 && (s[i] == 'E' || s[i] == 'W' || s[i] == 'F') && s[i + 5] == ' ') {
+        int digits = 1;
+        for (Py_ssize_t j = i + 1; j < i + 5; j++) digits &= s[j] >= '0' && s[j] <= '9';
+        if (digits) return 1;
+    }
+    int number = 0;
+    for (Py_ssize_t j = 0; j < n && !number; j++)
+        number = (s[j] >= '0' && s[j] <= '9') || (s[j] == '<' && j + 2 < n && s[j + 1] == '*' && s[j + 2] == '>');
+    return number && holds_needle(fr, 1, s, n);
+}
+
+/* The ends of the first `most` words of s[0:n] (runs of bytes other than space and tab; leading
+ * blanks belong to the first); returns how many there are. */
+static int word_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t *ends, int most) {
+    int k = 0;
+    Py_ssize_t i = 0;
+    while (k < most) {
+        while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+        if (i >= n) break;
+        while (i < n && s[i] != ' ' && s[i] != '\t') i++;
+        ends[k++] = i;
+    }
+    return k;
+}
+
+#define MAX_LITERAL_WORDS 8
+
+static inline size_t prefix_slot(const unsigned char *s, Py_ssize_t end, int k) {
+    return (size_t)(hash_bytes((const char *)s, end) + (uint64_t)k) & ((1u << PREFIX_BITS) - 1);
+}
+
+/* The leading words of s[0:n] (at most literal_words): their ends and their prefix-table slots. */
+typedef struct {
+    int words;
+    Py_ssize_t ends[MAX_LITERAL_WORDS];
+    size_t slots[MAX_LITERAL_WORDS];
+} Prefixes;
+
+static void prefixes_of(const FreeRules *fr, const unsigned char *s, Py_ssize_t n, Prefixes *p) {
+    p->words = word_ends(s, n, p->ends, (int)fr->literal_words);
+    for (int k = 0; k < p->words; k++) p->slots[k] = prefix_slot(s, p->ends[k], k + 1);
+}
+
+/* The end of the literal part of a free key: its leading words while each prefix started at least
+ * literal_min of the last window's new lines (0: none). */
+static Py_ssize_t literal_end(const FreeState *st, const FreeRules *fr, const Prefixes *p) {
+    Py_ssize_t end = 0;
+    for (int k = 0; k < p->words; k++) {
+        if (st->prev[p->slots[k]] < (uint32_t)fr->literal_min) break;
+        end = p->ends[k];
+    }
+    return end;
+}
+
+static void count_prefixes(FreeState *st, const Prefixes *p) {
+    for (int k = 0; k < p->words; k++)
+        if (st->cur[p->slots[k]] < UINT32_MAX) st->cur[p->slots[k]]++;
+}
+
+/* One event of the window: a distinct line looked up (`fresh`: new to the file) or the first repeat
+ * in a block of a line that was new. At the window's end the regime starts or ends. */
+static void free_event(FreeState *st, const FreeRules *fr, int fresh, Py_ssize_t keys) {
+    st->events++;
+    st->fresh += fresh;
+    if (st->events < fr->window) return;
+    if (!st->on && st->fresh >= fr->enter && keys >= fr->min_keys) st->on = 1;
+    else if (st->on && st->fresh < fr->leave) st->on = 0;
+    memcpy(st->prev, st->cur, sizeof st->cur);
+    memset(st->cur, 0, sizeof st->cur);
+    st->events = st->fresh = 0;
+}
+
+/* Adds `key` to `table` with the next id; lists it (row, key). Returns the id, -1 on error. */
+static int64_t add_key(PyObject *table, PyObject *key, Py_ssize_t row, PyObject *fresh_lines, PyObject *fresh_keys) {
+    PyObject *next = PyLong_FromSsize_t(PyDict_GET_SIZE(table)), *at = PyLong_FromSsize_t(row);
+    int bad = next == NULL || at == NULL || PyDict_SetItem(table, key, next) < 0 ||
+              PyList_Append(fresh_lines, at) < 0 || PyList_Append(fresh_keys, key) < 0;
+    int64_t id = next && !bad ? PyLong_AsLongLong(next) : -1;
+    Py_XDECREF(next);
+    Py_XDECREF(at);
+    return bad ? -2 : id;
+}
+
+static const char FREE[] = "\x02";
+
+/* Free keys a call already looked up in the table: their literal part (in the block) and id. */
+#define FREE_MEMO 64
+typedef struct {
+    const unsigned char *at;
+    Py_ssize_t len;
+    int64_t id; /* -1: empty */
+} FreeMemo;
+
+/* keys(folded, table, room[, state, rules]) -> (ids, fresh_lines, fresh_keys): the id of every line
+ * of `folded` (lines joined by "\n") in dict `table` (bytes -> int), as int64 bytes. A line new to
+ * the table is added with the next id (len(table)) while fewer than `room` were added, and its
+ * line index and key are listed; further new lines get -1 (the caller groups them coarsely). The
+ * lines of the block are told apart in a hash table of their own first: a bytes object and a dict
+ * look-up are made once per distinct line of the block, not per line. With `state` (a bytearray of
+ * FREE_STATE_SIZE bytes kept per file) and `rules` ((window, min_keys, enter, leave, literal_min,
+ * literal_words, max_free_keys), alarm needles, marker needles), the free-text regime applies. */
 static PyObject *keys(PyObject *self, PyObject *args) {
-    Py_buffer buf;
-    PyObject *table;
+    Py_buffer buf, stbuf = {0};
+    PyObject *table, *state = Py_None, *rules = Py_None;
     Py_ssize_t room;
-    if (!PyArg_ParseTuple(args, "y*O!n", &buf, &PyDict_Type, &table, &room)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O!n|OO", &buf, &PyDict_Type, &table, &room, &state, &rules)) return NULL;
+    FreeState *st = NULL;
+    static FreeRules fr; /* big: not on the stack (the GIL is held throughout) */
+    memset(&fr, 0, offsetof(FreeRules, one));
+    if (state != Py_None) {
+        if (PyObject_GetBuffer(state, &stbuf, PyBUF_WRITABLE) < 0) { PyBuffer_Release(&buf); return NULL; }
+        if (stbuf.len != (Py_ssize_t)sizeof(FreeState) ||
+            !PyArg_ParseTuple(rules, "(nnnnnnn)O!O!", &fr.window, &fr.min_keys, &fr.enter, &fr.leave,
+                              &fr.literal_min, &fr.literal_words, &fr.max_free_keys, &PyTuple_Type, &fr.alarm,
+                              &PyTuple_Type, &fr.marker)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "keys: bad free-text state");
+            PyBuffer_Release(&stbuf); PyBuffer_Release(&buf);
+            return NULL;
+        }
+        for (int k = 0; k < 2; k++) {
+            PyObject *list = k ? fr.marker : fr.alarm;
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(list); i++)
+                if (!PyBytes_Check(PyTuple_GET_ITEM(list, i))) {
+                    PyErr_SetString(PyExc_TypeError, "keys: needles must be bytes");
+                    PyBuffer_Release(&stbuf); PyBuffer_Release(&buf);
+                    return NULL;
+                }
+        }
+        if (PyTuple_GET_SIZE(fr.alarm) + PyTuple_GET_SIZE(fr.marker) > MAX_NEEDLES) {
+            PyErr_SetString(PyExc_ValueError, "keys: too many needles");
+            PyBuffer_Release(&stbuf); PyBuffer_Release(&buf);
+            return NULL;
+        }
+        if (fr.window < 1) fr.window = 1;
+        if (fr.literal_words > MAX_LITERAL_WORDS) fr.literal_words = MAX_LITERAL_WORDS;
+        st = stbuf.buf;
+    }
     const char *s = buf.buf;
     const Py_ssize_t n = buf.len;
     Py_ssize_t lines = 1;
@@ -608,6 +889,8 @@ static PyObject *keys(PyObject *self, PyObject *args) {
     if (slots == NULL) { PyErr_NoMemory(); goto done; }
     if (ids == NULL || fresh_lines == NULL || fresh_keys == NULL) goto done;
     for (size_t j = 0; j < cap; j++) slots[j].len = -1;
+    FreeMemo memo[FREE_MEMO];
+    for (int j = 0; j < FREE_MEMO; j++) memo[j].id = -1;
     int64_t *out = (int64_t *)PyBytes_AS_STRING(ids);
     Py_ssize_t added = 0, a = 0;
     for (Py_ssize_t row = 0; row < lines; row++) {
@@ -620,30 +903,79 @@ static PyObject *keys(PyObject *self, PyObject *args) {
             j = (j + 1) & (cap - 1);
         if (slots[j].len >= 0) { /* seen earlier in this block */
             out[row] = slots[j].id;
+            if (st != NULL && slots[j].fresh && !slots[j].repeated) {
+                slots[j].repeated = 1;
+                free_event(st, &fr, 0, PyDict_GET_SIZE(table));
+            }
             a = b + 1;
             continue;
         }
         PyObject *key = PyBytes_FromStringAndSize(s + a, len);
         if (key == NULL) goto done;
         int64_t found = -1;
+        int fresh = 0;
         PyObject *id = PyDict_GetItemWithError(table, key); /* borrowed */
         if (id != NULL) {
             found = PyLong_AsLongLong(id);
         } else if (PyErr_Occurred()) {
             Py_DECREF(key);
             goto done;
-        } else if (added < room) {
-            PyObject *next = PyLong_FromSsize_t(PyDict_GET_SIZE(table)), *at = PyLong_FromSsize_t(row);
-            int bad = next == NULL || at == NULL || PyDict_SetItem(table, key, next) < 0 ||
-                      PyList_Append(fresh_lines, at) < 0 || PyList_Append(fresh_keys, key) < 0;
-            found = next ? PyLong_AsLongLong(next) : -1;
-            Py_XDECREF(next);
-            Py_XDECREF(at);
-            if (bad) { Py_DECREF(key); goto done; }
-            added++;
+        } else {
+            const unsigned char *u = (const unsigned char *)s + a;
+            uint64_t mark = h | 1;
+            size_t r = (size_t)h & ((1u << RECENT_BITS) - 1);
+            int grouped = 0;
+            Prefixes pre = {0};
+            if (st != NULL) {
+                fresh = st->recent[r] != mark;
+                if (fresh || st->on) prefixes_of(&fr, u, len, &pre);
+                if (fresh) count_prefixes(st, &pre);
+                if (st->on && len > 0 && s[a] != '\0') { /* not the binary key */
+                    free_rules_ready(&fr);
+                    grouped = !keeps_path(&fr, u, len);
+                }
+            }
+            Py_ssize_t lit = grouped ? literal_end(st, &fr, &pre) : 0;
+            uint64_t lh = grouped ? hash_bytes((const char *)u, lit) : 0;
+            FreeMemo *fm = &memo[lh & (FREE_MEMO - 1)];
+            if (grouped && fm->id >= 0 && fm->len == lit && memcmp(fm->at, u, (size_t)lit) == 0) {
+                found = fm->id; /* a free key this block already looked up */
+                st->recent[r] = mark;
+            } else if (grouped) {
+                PyObject *fk = PyBytes_FromStringAndSize(NULL, lit + 1);
+                if (fk == NULL) { Py_DECREF(key); goto done; }
+                PyBytes_AS_STRING(fk)[0] = FREE[0];
+                memcpy(PyBytes_AS_STRING(fk) + 1, u, (size_t)lit);
+                PyObject *fid = PyDict_GetItemWithError(table, fk);
+                if (fid == NULL && !PyErr_Occurred() && lit > 0 && st->free_keys >= fr.max_free_keys) {
+                    Py_DECREF(fk); /* too many free keys: FREE alone */
+                    fk = PyBytes_FromStringAndSize(FREE, 1);
+                    if (fk == NULL) { Py_DECREF(key); goto done; }
+                    fid = PyDict_GetItemWithError(table, fk);
+                }
+                if (fid != NULL) {
+                    found = PyLong_AsLongLong(fid);
+                } else if (PyErr_Occurred()) {
+                    Py_DECREF(fk); Py_DECREF(key);
+                    goto done;
+                } else if (added < room) {
+                    found = add_key(table, fk, row, fresh_lines, fresh_keys);
+                    if (found == -2) { Py_DECREF(fk); Py_DECREF(key); goto done; }
+                    added++;
+                    st->free_keys++;
+                }
+                Py_DECREF(fk);
+                st->recent[r] = mark;
+                if (found >= 0) *fm = (FreeMemo){u, lit, found};
+            } else if (added < room) {
+                found = add_key(table, key, row, fresh_lines, fresh_keys);
+                if (found == -2) { Py_DECREF(key); goto done; }
+                added++;
+            }
         }
         Py_DECREF(key);
-        slots[j] = (Distinct){h, a, len, found};
+        if (st != NULL) free_event(st, &fr, fresh, PyDict_GET_SIZE(table));
+        slots[j] = (Distinct){h, a, len, found, fresh, 0};
         out[row] = found;
         a = b + 1;
     }
@@ -653,6 +985,7 @@ done:
     Py_XDECREF(ids);
     Py_XDECREF(fresh_lines);
     Py_XDECREF(fresh_keys);
+    if (st != NULL) PyBuffer_Release(&stbuf);
     PyBuffer_Release(&buf);
     return result;
 }
@@ -717,5 +1050,10 @@ PyMODINIT_FUNC PyInit__fold(void) {
     init_classes();
     keep_freed_blocks();
     init_maskbits();
-    return PyModule_Create(&MODULE);
+    PyObject *m = PyModule_Create(&MODULE);
+    if (m != NULL && PyModule_AddIntConstant(m, "FREE_STATE_SIZE", (long)sizeof(FreeState)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
