@@ -583,7 +583,8 @@ typedef struct {
     uint64_t hash;
     Py_ssize_t at, len; /* the line's first appearance in the block; len < 0: a free slot */
     int64_t id;
-    int fresh, repeated; /* new to the file when first seen; seen again in this block since */
+    Py_ssize_t count;   /* its lines in the block */
+    int done;           /* its id was looked up */
 } Distinct;
 
 /* ------------------------------------------------------------------ the free-text regime
@@ -603,9 +604,9 @@ typedef struct {
 
 #define MAX_NEEDLES 1024
 typedef struct {
-    const unsigned char *b; /* its bytes, the boundary marks before its first character left out */
+    const unsigned char *b; /* its bytes, the marks before its first character left out */
     Py_ssize_t len;
-    int lead, list;         /* boundary marks before the first character; 0: alarm, 1: marker */
+    int bounded, list;      /* a word boundary before its first character; 0: alarm, 1: marker */
 } Needle;
 
 typedef struct {
@@ -619,11 +620,14 @@ typedef struct {
     int start[257];              /* needles[start[c]:start[c + 1]] start with c */
 } FreeRules;
 
-/* A needle's characters: its bytes but the boundary marks (0, engine/freetext.py BOUNDARY). */
+/* In a needle (engine/freetext.py): BOUNDARY, a word boundary, and SKIP, any white space or none. */
+enum { BOUNDARY = 0, SKIP = 1 };
+
+/* A needle's characters: its bytes but the marks. */
 static Py_ssize_t needle_real(const unsigned char *b, Py_ssize_t len, unsigned char *first2) {
     Py_ssize_t real = 0;
     for (Py_ssize_t i = 0; i < len; i++)
-        if (b[i] != 0) {
+        if (b[i] != BOUNDARY && b[i] != SKIP) {
             if (real < 2) first2[real] = b[i];
             real++;
         }
@@ -640,7 +644,7 @@ static const unsigned char *needle_third(const unsigned char *b, Py_ssize_t len,
     f3[0] = f[0];
     f3[1] = f[1];
     for (Py_ssize_t i = 0, real = 0; i < len; i++)
-        if (b[i] != 0 && ++real == 3) f3[2] = b[i];
+        if (b[i] != BOUNDARY && b[i] != SKIP && ++real == 3) f3[2] = b[i];
     return f3;
 }
 
@@ -678,9 +682,9 @@ static void free_rules_ready(FreeRules *fr) {
                     continue;
                 }
                 if (at[f[0]] >= fr->start[f[0] + 1]) continue; /* past MAX_NEEDLES (see keys) */
-                int lead = 0;
-                while (b[lead] == 0) lead++;
-                fr->needles[at[f[0]]++] = (Needle){b + lead, len - lead, lead, k};
+                int lead = 0, bounded = 0; /* marks before the first character: a boundary there? */
+                for (; b[lead] == BOUNDARY || b[lead] == SKIP; lead++) bounded |= b[lead] == BOUNDARY;
+                fr->needles[at[f[0]]++] = (Needle){b + lead, len - lead, bounded, k};
             }
         }
         if (pass == 0)
@@ -698,12 +702,18 @@ static inline int boundary_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t q
     return (q > 0 && word_byte(s[q - 1])) != (q < n && word_byte(s[q]));
 }
 
-/* Whether needle nd (boundary marks included) matches s[0:n] with its first character at s[i]. */
+static inline int space_byte(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* Whether needle nd (marks included) matches s[0:n] with its first character at s[i]. */
 static int needle_at(const unsigned char *nd, Py_ssize_t len, const unsigned char *s, Py_ssize_t n, Py_ssize_t i) {
     Py_ssize_t q = i;
     for (Py_ssize_t j = 0; j < len; j++) {
-        if (nd[j] == 0) {
+        if (nd[j] == BOUNDARY) {
             if (!boundary_at(s, n, q)) return 0;
+        } else if (nd[j] == SKIP) {
+            while (q < n && space_byte(s[q])) q++;
         } else {
             if (q >= n || s[q] != nd[j]) return 0;
             q++;
@@ -727,7 +737,7 @@ static int holds_needle(const FreeRules *fr, int k, const unsigned char *s, Py_s
         for (int j = fr->start[c]; j < fr->start[c + 1]; j++) {
             const Needle *nd = &fr->needles[j];
             if (nd->list != k) continue;
-            if (nd->lead > 0 && !boundary_at(s, n, i)) continue;
+            if (nd->bounded && !boundary_at(s, n, i)) continue;
             if (needle_at(nd->b, nd->len, s, n, i)) return 1;
         }
     }
@@ -883,17 +893,18 @@ static PyObject *keys(PyObject *self, PyObject *args) {
     size_t cap = 1024;
     while (cap < (size_t)lines * 2) cap <<= 1;
     Distinct *slots = PyMem_RawMalloc(cap * sizeof(Distinct));
+    Py_ssize_t *where = PyMem_RawMalloc((size_t)lines * sizeof(Py_ssize_t)); /* each line's slot */
     PyObject *ids = PyBytes_FromStringAndSize(NULL, lines * 8);
     PyObject *fresh_lines = PyList_New(0), *fresh_keys = PyList_New(0);
     PyObject *result = NULL;
-    if (slots == NULL) { PyErr_NoMemory(); goto done; }
+    if (slots == NULL || where == NULL) { PyErr_NoMemory(); goto done; }
     if (ids == NULL || fresh_lines == NULL || fresh_keys == NULL) goto done;
     for (size_t j = 0; j < cap; j++) slots[j].len = -1;
     FreeMemo memo[FREE_MEMO];
     for (int j = 0; j < FREE_MEMO; j++) memo[j].id = -1;
     int64_t *out = (int64_t *)PyBytes_AS_STRING(ids);
     Py_ssize_t added = 0, a = 0;
-    for (Py_ssize_t row = 0; row < lines; row++) {
+    for (Py_ssize_t row = 0; row < lines; row++) { /* the block's distinct lines, and how often each comes */
         const char *nl = memchr(s + a, '\n', (size_t)(n - a));
         Py_ssize_t b = nl ? (Py_ssize_t)(nl - s) : n, len = b - a;
         uint64_t h = hash_bytes(s + a, len);
@@ -901,15 +912,20 @@ static PyObject *keys(PyObject *self, PyObject *args) {
         while (slots[j].len >= 0 &&
                !(slots[j].hash == h && slots[j].len == len && memcmp(s + slots[j].at, s + a, (size_t)len) == 0))
             j = (j + 1) & (cap - 1);
-        if (slots[j].len >= 0) { /* seen earlier in this block */
-            out[row] = slots[j].id;
-            if (st != NULL && slots[j].fresh && !slots[j].repeated) {
-                slots[j].repeated = 1;
-                free_event(st, &fr, 0, PyDict_GET_SIZE(table));
-            }
-            a = b + 1;
+        if (slots[j].len < 0) slots[j] = (Distinct){h, a, len, -1, 0, 0};
+        slots[j].count++;
+        where[row] = (Py_ssize_t)j;
+        a = b + 1;
+    }
+    for (Py_ssize_t row = 0; row < lines; row++) {
+        Distinct *d = &slots[where[row]];
+        if (d->done) { /* seen earlier in this block */
+            out[row] = d->id;
             continue;
         }
+        a = d->at;
+        Py_ssize_t len = d->len;
+        uint64_t h = d->hash;
         PyObject *key = PyBytes_FromStringAndSize(s + a, len);
         if (key == NULL) goto done;
         int64_t found = -1;
@@ -926,11 +942,11 @@ static PyObject *keys(PyObject *self, PyObject *args) {
             size_t r = (size_t)h & ((1u << RECENT_BITS) - 1);
             int grouped = 0;
             Prefixes pre = {0};
-            if (st != NULL) {
-                fresh = st->recent[r] != mark;
+            if (st != NULL) { /* new to the file: neither in the table nor given a free key, and once here */
+                fresh = st->recent[r] != mark && d->count == 1;
                 if (fresh || st->on) prefixes_of(&fr, u, len, &pre);
                 if (fresh) count_prefixes(st, &pre);
-                if (st->on && len > 0 && s[a] != '\0') { /* not the binary key */
+                if (st->on && d->count == 1 && len > 0 && s[a] != '\0') { /* not the binary key */
                     free_rules_ready(&fr);
                     grouped = !keeps_path(&fr, u, len);
                 }
@@ -975,13 +991,14 @@ static PyObject *keys(PyObject *self, PyObject *args) {
         }
         Py_DECREF(key);
         if (st != NULL) free_event(st, &fr, fresh, PyDict_GET_SIZE(table));
-        slots[j] = (Distinct){h, a, len, found, fresh, 0};
+        d->id = found;
+        d->done = 1;
         out[row] = found;
-        a = b + 1;
     }
     result = PyTuple_Pack(3, ids, fresh_lines, fresh_keys);
 done:
     PyMem_RawFree(slots);
+    PyMem_RawFree(where);
     Py_XDECREF(ids);
     Py_XDECREF(fresh_lines);
     Py_XDECREF(fresh_keys);

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -37,6 +38,8 @@ except ImportError:  # Python < 3.11
 
 FREE = b"\x02"  # free keys start with it (the regime's groups; see `fold.key_ids`)
 BOUNDARY = b"\x00"  # in a needle: a word boundary (`\b`; ASCII letters, digits and "_" are word bytes)
+SKIP = b"\x01"  # in a needle: any ASCII white space, or none (`\s*`)
+MARKS = BOUNDARY + SKIP
 MAX_CLASS = 4  # a character class of at most this many characters is expanded into literals
 MAX_ALTERNATIVES = 64  # literals one run of a pattern may expand into
 _ALARM_LEVELS = {"WARN", "ERROR", "FATAL"}
@@ -63,33 +66,22 @@ def params() -> Params:
 def _literals(items) -> set[bytes] | None:
     """Literals one of which every match of the parsed pattern `items` contains; None if there are
     none to be had (the pattern can match without a literal of two bytes or more, or of one
-    punctuation byte). A BOUNDARY byte in a literal stands for `\\b` (no character)."""
+    punctuation byte). In a literal, BOUNDARY stands for `\\b` and SKIP for `\\s*`."""
     options: list[set[bytes]] = []
     run: set[bytes] = {b""}
 
     def close() -> None:
         nonlocal run
-        if all(_real(s) >= 2 or (_real(s) == 1 and not (s.strip(BOUNDARY).isalnum() or s.isspace()))
+        run = {s.strip(SKIP) for s in run}
+        if all(_real(s) >= 2 or (_real(s) == 1 and not (s.strip(MARKS).isalnum() or s.isspace()))
                for s in run):
             options.append(run)  # one byte is enough when it is punctuation ("^", "|")
         run = {b""}
 
     for op, av in items:
-        chars = _chars(op, av)
-        if chars is not None:
-            grown = {s + bytes([c]) for s in run for c in chars}
-            if len(grown) <= MAX_ALTERNATIVES:
-                run = grown
-                continue
-        if op in (_sc.MAX_REPEAT, _sc.MIN_REPEAT) and av[0] == 0 and av[1] == 1 and len(av[2]) == 1:
-            chars = _chars(*av[2][0])  # "d?": with and without it
-            grown = run | {s + bytes([c]) for s in run for c in chars or ()}
-            if chars is not None and len(grown) <= MAX_ALTERNATIVES:
-                run = grown
-                continue
-        if op is _sc.AT:  # ^ $ \b: no character, the run goes on (a \b is kept in it)
-            if av is _sc.AT_BOUNDARY:
-                run = {s + BOUNDARY for s in run}
+        exact = _exact(op, av)
+        if exact is not None and len(run) * len(exact) <= MAX_ALTERNATIVES:
+            run = {s + e for s in run for e in exact}
             continue
         close()
         if op is _sc.SUBPATTERN:
@@ -110,15 +102,48 @@ def _literals(items) -> set[bytes] | None:
     return max(options, key=lambda o: (min(_real(s) for s in o), -len(o)))  # the longest, then the fewest
 
 
+def _exact(op, av) -> set[bytes] | None:
+    """Every string one parsed item matches, when they are few: literals, small classes, groups and
+    alternations of those, an optional one ("d?"), `\\b` (BOUNDARY), `\\s*` (SKIP), ^ and $ ("")."""
+    if op is _sc.LITERAL:
+        return {bytes([av])} if av < 128 else None
+    if op is _sc.IN:
+        chars = _class_chars(av)
+        return {bytes([c]) for c in chars} if chars is not None and all(c < 128 for c in chars) else None
+    if op is _sc.AT:
+        return {BOUNDARY} if av is _sc.AT_BOUNDARY else {b""}
+    if op is _sc.SUBPATTERN:
+        return _exact_seq(av[-1])
+    if op is _sc.BRANCH:
+        out: set[bytes] = set()
+        for branch in av[1]:
+            got = _exact_seq(branch)
+            if got is None:
+                return None
+            out |= got
+        return out if len(out) <= MAX_ALTERNATIVES else None
+    if op is _sc.MAX_REPEAT and av[0] == 0 and len(av[2]) == 1 and av[2][0] == (_sc.IN, [(_sc.CATEGORY,
+                                                                                       _sc.CATEGORY_SPACE)]):
+        return {SKIP}
+    if op in (_sc.MAX_REPEAT, _sc.MIN_REPEAT) and av[0] == 0 and av[1] == 1:
+        got = _exact_seq(av[2])
+        return got | {b""} if got is not None else None
+    return None
+
+
+def _exact_seq(items) -> set[bytes] | None:
+    out: set[bytes] = {b""}
+    for op, av in items:
+        got = _exact(op, av)
+        if got is None or len(out) * len(got) > MAX_ALTERNATIVES:
+            return None
+        out = {s + g for s in out for g in got}
+    return out
+
+
 def _real(lit: bytes) -> int:
-    """The characters a literal matches (its BOUNDARY bytes match none)."""
-    return len(lit) - lit.count(BOUNDARY)
-
-
-def _chars(op, av) -> list[int] | None:
-    """The ASCII characters one parsed item matches, if it is a literal or a small class."""
-    chars = [av] if op is _sc.LITERAL else _class_chars(av) if op is _sc.IN else None
-    return chars if chars is not None and all(c < 128 for c in chars) else None
+    """The characters a literal matches (its BOUNDARY and SKIP marks are none)."""
+    return len(lit) - lit.count(BOUNDARY) - lit.count(SKIP)
 
 
 def _class_chars(av) -> list[int] | None:
@@ -260,7 +285,8 @@ def _slot(key: bytes, end: int, k: int) -> int:
 
 @lru_cache(maxsize=4)
 def _needle_regex(found: tuple[bytes, ...]) -> re.Pattern[bytes]:
-    return re.compile(b"|".join(rb"\b".join(re.escape(p) for p in nd.split(BOUNDARY)) for nd in found))
+    marks = {BOUNDARY[0]: rb"\b", SKIP[0]: rb"\s*"}
+    return re.compile(b"|".join(b"".join(marks.get(c) or re.escape(bytes([c])) for c in nd) for nd in found))
 
 
 def keeps_path(key: bytes, alarm: tuple[bytes, ...], marker: tuple[bytes, ...]) -> bool:
@@ -293,26 +319,25 @@ def py_keys(folded: bytes, table: dict[bytes, int], room: int, st: PyState,
     ids: list[int] = []
     fresh_lines: list[int] = []
     fresh_keys: list[bytes] = []
-    seen: dict[bytes, list] = {}  # line -> [id, fresh, repeated]
-    for row, key in enumerate(folded.split(b"\n")):
-        slot = seen.get(key)
-        if slot is not None:
-            ids.append(slot[0])
-            if slot[1] and not slot[2]:
-                slot[2] = True
-                _event(st, counts, False, len(table))
+    lines = folded.split(b"\n")
+    times = Counter(lines)  # a line that comes twice in the block repeats: it is never free text
+    seen: dict[bytes, int] = {}  # line -> its id
+    for row, key in enumerate(lines):
+        if key in seen:
+            ids.append(seen[key])
             continue
+        once = times[key] == 1
         found, fresh = table.get(key), False
         if found is None:
             found = -1
             h = hash_bytes(key)
             r, mark = h & (RECENT_SLOTS - 1), h | 1
-            fresh = st.recent[r] != mark
+            fresh = st.recent[r] != mark and once
             ends = _word_ends(key, literal_words)
             if fresh:
                 for k, end in enumerate(ends, start=1):
                     st.cur[_slot(key, end, k)] += 1
-            if st.on and key[:1] not in (b"", b"\x00") and not keeps_path(key, alarm, marker):
+            if st.on and once and key[:1] not in (b"", b"\x00") and not keeps_path(key, alarm, marker):
                 lit = 0
                 for k, end in enumerate(ends, start=1):
                     if st.prev[_slot(key, end, k)] < literal_min:
@@ -335,6 +360,6 @@ def py_keys(folded: bytes, table: dict[bytes, int], room: int, st: PyState,
                 fresh_lines.append(row)
                 fresh_keys.append(key)
         _event(st, counts, fresh, len(table))
-        seen[key] = [found, fresh, False]
+        seen[key] = found
         ids.append(found)
     return ids, fresh_lines, fresh_keys
