@@ -581,11 +581,16 @@ static inline uint64_t hash_bytes(const char *s, Py_ssize_t n) {
 
 typedef struct {
     uint64_t hash;
-    Py_ssize_t at, len; /* the line's first appearance in the block; len < 0: a free slot */
+    Py_ssize_t at, len; /* the line's first appearance in the block */
     int64_t id;
     Py_ssize_t count;   /* its lines in the block */
     int done;           /* its id was looked up */
-} Distinct;
+} Distinct;             /* the distinct lines of a block, in the order they first come */
+
+typedef struct {
+    uint32_t tag;       /* the hash's high half */
+    int32_t at;         /* index of its Distinct; -1: a free slot */
+} Slot;
 
 /* ------------------------------------------------------------------ the free-text regime
  *
@@ -595,7 +600,7 @@ typedef struct {
  * needle gets the free key FREE + its frequent leading words. The state lives in a bytearray the
  * caller keeps per file (FREE_STATE_SIZE bytes, zeroed). */
 #define PREFIX_BITS 12
-#define RECENT_BITS 16
+#define RECENT_BITS 14
 typedef struct {
     int64_t on, events, fresh, free_keys;
     uint32_t cur[1 << PREFIX_BITS], prev[1 << PREFIX_BITS]; /* leading-word counts: this window, the last */
@@ -613,7 +618,7 @@ typedef struct {
     Py_ssize_t window, min_keys, enter, leave, literal_min, literal_words, max_free_keys; /* counts */
     PyObject *alarm, *marker; /* tuples of bytes */
     int ready;
-    unsigned char one[256];      /* 1: a one-byte alarm needle, 2: a one-byte marker needle */
+    unsigned char one[256];      /* 1: a one-byte alarm needle, 2: a one-byte marker one, 4: a two-byte one starts */
     unsigned char pair[8192];    /* bit (c0 << 8 | c1): some two-character needle starts with them */
     unsigned char tri[8192];     /* bit trigram(c0, c1, c2): some longer needle starts with them */
     Needle needles[MAX_NEEDLES]; /* by their first character (see start) */
@@ -635,7 +640,7 @@ static Py_ssize_t needle_real(const unsigned char *b, Py_ssize_t len, unsigned c
 }
 
 static inline unsigned trigram(const unsigned char *c) {
-    return ((unsigned)c[0] * 0x9E5u ^ (unsigned)c[1] * 0x3Bu ^ (unsigned)c[2]) & 0xFFFFu;
+    return (((uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16) * 0x9E3779B1u) >> 16;
 }
 
 /* The first three characters of a needle of three or more (f holds its first two), in `f3`. */
@@ -674,6 +679,7 @@ static void free_rules_ready(FreeRules *fr) {
                 if (pass == 0) {
                     if (total < MAX_NEEDLES) { count[f[0]]++; total++; }
                     if (real == 2) {
+                        fr->one[f[0]] |= 4;
                         fr->pair[((unsigned)f[0] << 5) | (f[1] >> 3)] |= (unsigned char)(1 << (f[1] & 7));
                     } else {
                         unsigned t = trigram(needle_third(b, len, f));
@@ -722,42 +728,45 @@ static int needle_at(const unsigned char *nd, Py_ssize_t len, const unsigned cha
     return 1;
 }
 
-/* Whether s[0:n] holds one of the needles of list `k` (0: alarm, 1: marker). */
-static int holds_needle(const FreeRules *fr, int k, const unsigned char *s, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = s[i];
-        if (fr->one[c] & (1 << k)) return 1;
-        if (i + 1 >= n) continue;
-        int two = fr->pair[((unsigned)c << 5) | (s[i + 1] >> 3)] & (1 << (s[i + 1] & 7));
-        if (!two) {
-            if (i + 2 >= n) continue;
-            unsigned t = trigram(s + i);
-            if (!(fr->tri[t >> 3] & (1 << (t & 7)))) continue;
-        }
-        for (int j = fr->start[c]; j < fr->start[c + 1]; j++) {
-            const Needle *nd = &fr->needles[j];
-            if (nd->list != k) continue;
-            if (nd->bounded && !boundary_at(s, n, i)) continue;
-            if (needle_at(nd->b, nd->len, s, n, i)) return 1;
-        }
-    }
-    return 0;
-}
-
 /* A pre-key that keeps its own path in the regime: an alarm needle, a glog level letter
- * ("[E1206 ", "W0101 ") at its start, or a marker needle on a line with a number. */
+ * ("[E1206 ", "W0101 ") at its start, or a marker needle on a line with a number (a digit or
+ * "<*>"). One pass: at each byte, a table says whether a needle of one or two characters starts
+ * there, and a bitmap of trigrams whether a longer one may. */
 static int keeps_path(const FreeRules *fr, const unsigned char *s, Py_ssize_t n) {
-    if (holds_needle(fr, 0, s, n)) return 1;
-    Py_ssize_t i = n > 0 && s[0] == '[';
-    if (n - i >= 6 && (s[i] == 'E' || s[i] == 'W' || s[i] == 'F') && s[i + 5] == ' ') {
+    Py_ssize_t g = n > 0 && s[0] == '[';
+    if (n - g >= 6 && (s[g] == 'E' || s[g] == 'W' || s[g] == 'F') && s[g + 5] == ' ') {
         int digits = 1;
-        for (Py_ssize_t j = i + 1; j < i + 5; j++) digits &= s[j] >= '0' && s[j] <= '9';
+        for (Py_ssize_t j = g + 1; j < g + 5; j++) digits &= s[j] >= '0' && s[j] <= '9';
         if (digits) return 1;
     }
-    int number = 0;
-    for (Py_ssize_t j = 0; j < n && !number; j++)
-        number = (s[j] >= '0' && s[j] <= '9') || (s[j] == '<' && j + 2 < n && s[j + 1] == '*' && s[j + 2] == '>');
-    return number && holds_needle(fr, 1, s, n);
+    int number = 0, marker = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        number |= (c >= '0' && c <= '9') || c == '<';
+        unsigned char kind = fr->one[c];
+        if (kind & 1) return 1;
+        marker |= kind & 2;
+        int maybe = 0;
+        if ((kind & 4) && i + 1 < n) maybe = fr->pair[((unsigned)c << 5) | (s[i + 1] >> 3)] & (1 << (s[i + 1] & 7));
+        if (!maybe && i + 2 < n) {
+            unsigned t = trigram(s + i);
+            maybe = fr->tri[t >> 3] & (1 << (t & 7));
+        }
+        if (!maybe) continue;
+        for (int j = fr->start[c]; j < fr->start[c + 1]; j++) {
+            const Needle *nd = &fr->needles[j];
+            if (nd->list == 1 && marker) continue;
+            if (nd->bounded && !boundary_at(s, n, i)) continue;
+            if (!needle_at(nd->b, nd->len, s, n, i)) continue;
+            if (nd->list == 0) return 1;
+            marker = 1;
+        }
+    }
+    if (!marker || !number) return 0;
+    for (Py_ssize_t j = 0; j < n; j++) /* '<' counted as a number above: is it "<*>"? */
+        if ((s[j] >= '0' && s[j] <= '9') || (s[j] == '<' && j + 2 < n && s[j + 1] == '*' && s[j + 2] == '>'))
+            return 1;
+    return 0;
 }
 
 /* The ends of the first `most` words of s[0:n] (runs of bytes other than space and tab; leading
@@ -892,33 +901,45 @@ static PyObject *keys(PyObject *self, PyObject *args) {
     for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) lines++;
     size_t cap = 1024;
     while (cap < (size_t)lines * 2) cap <<= 1;
-    Distinct *slots = PyMem_RawMalloc(cap * sizeof(Distinct));
-    Py_ssize_t *where = PyMem_RawMalloc((size_t)lines * sizeof(Py_ssize_t)); /* each line's slot */
+    Slot *slots = PyMem_RawMalloc(cap * sizeof(Slot));
+    Distinct *dist = PyMem_RawMalloc((size_t)lines * sizeof(Distinct));
+    int32_t *where = PyMem_RawMalloc((size_t)lines * sizeof(int32_t)); /* each line's Distinct */
     PyObject *ids = PyBytes_FromStringAndSize(NULL, lines * 8);
     PyObject *fresh_lines = PyList_New(0), *fresh_keys = PyList_New(0);
     PyObject *result = NULL;
-    if (slots == NULL || where == NULL) { PyErr_NoMemory(); goto done; }
+    if (slots == NULL || dist == NULL || where == NULL || lines > INT32_MAX) { PyErr_NoMemory(); goto done; }
     if (ids == NULL || fresh_lines == NULL || fresh_keys == NULL) goto done;
-    for (size_t j = 0; j < cap; j++) slots[j].len = -1;
+    for (size_t j = 0; j < cap; j++) slots[j].at = -1;
     FreeMemo memo[FREE_MEMO];
     for (int j = 0; j < FREE_MEMO; j++) memo[j].id = -1;
     int64_t *out = (int64_t *)PyBytes_AS_STRING(ids);
     Py_ssize_t added = 0, a = 0;
+    int32_t distinct = 0;
     for (Py_ssize_t row = 0; row < lines; row++) { /* the block's distinct lines, and how often each comes */
         const char *nl = memchr(s + a, '\n', (size_t)(n - a));
         Py_ssize_t b = nl ? (Py_ssize_t)(nl - s) : n, len = b - a;
         uint64_t h = hash_bytes(s + a, len);
+        uint32_t tag = (uint32_t)(h >> 32);
         size_t j = (size_t)h & (cap - 1);
-        while (slots[j].len >= 0 &&
-               !(slots[j].hash == h && slots[j].len == len && memcmp(s + slots[j].at, s + a, (size_t)len) == 0))
-            j = (j + 1) & (cap - 1);
-        if (slots[j].len < 0) slots[j] = (Distinct){h, a, len, -1, 0, 0};
-        slots[j].count++;
-        where[row] = (Py_ssize_t)j;
+        int32_t k = -1;
+        for (; slots[j].at >= 0; j = (j + 1) & (cap - 1)) {
+            const Distinct *c = &dist[slots[j].at];
+            if (slots[j].tag == tag && c->hash == h && c->len == len && memcmp(s + c->at, s + a, (size_t)len) == 0) {
+                k = slots[j].at;
+                break;
+            }
+        }
+        if (k < 0) {
+            k = distinct++;
+            slots[j] = (Slot){tag, k};
+            dist[k] = (Distinct){h, a, len, -1, 0, 0};
+        }
+        dist[k].count++;
+        where[row] = k;
         a = b + 1;
     }
     for (Py_ssize_t row = 0; row < lines; row++) {
-        Distinct *d = &slots[where[row]];
+        Distinct *d = &dist[where[row]];
         if (d->done) { /* seen earlier in this block */
             out[row] = d->id;
             continue;
@@ -998,6 +1019,7 @@ static PyObject *keys(PyObject *self, PyObject *args) {
     result = PyTuple_Pack(3, ids, fresh_lines, fresh_keys);
 done:
     PyMem_RawFree(slots);
+    PyMem_RawFree(dist);
     PyMem_RawFree(where);
     Py_XDECREF(ids);
     Py_XDECREF(fresh_lines);

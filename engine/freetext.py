@@ -235,7 +235,7 @@ def rules() -> tuple[tuple[int, ...], tuple[bytes, ...], tuple[bytes, ...]] | No
 
 _M64 = (1 << 64) - 1
 PREFIX_SLOTS = 1 << 12
-RECENT_SLOTS = 1 << 16
+RECENT_SLOTS = 1 << 14
 GLOG_LEVEL = re.compile(rb"\[?[EWF][0-9]{4} ")
 NUMBER = re.compile(rb"[0-9]|<\*>")
 
