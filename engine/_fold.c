@@ -601,10 +601,12 @@ typedef struct {
  * caller keeps per file (FREE_STATE_SIZE bytes, zeroed). */
 #define PREFIX_BITS 12
 #define RECENT_BITS 14
+#define KNOWN_BITS 20
 typedef struct {
     int64_t on, events, fresh, free_keys;
     uint32_t cur[1 << PREFIX_BITS], prev[1 << PREFIX_BITS]; /* leading-word counts: this window, the last */
     uint64_t recent[1 << RECENT_BITS]; /* hashes (| 1) of pre-keys given a free key; 0: empty */
+    uint64_t known[1 << (KNOWN_BITS - 6)]; /* bit (hash >> 40): a pre-key with it was added to the table */
 } FreeState;
 
 #define MAX_NEEDLES 1024
@@ -947,15 +949,21 @@ static PyObject *keys(PyObject *self, PyObject *args) {
         a = d->at;
         Py_ssize_t len = d->len;
         uint64_t h = d->hash;
-        PyObject *key = PyBytes_FromStringAndSize(s + a, len);
-        if (key == NULL) goto done;
+        size_t kb = (size_t)(h >> 40) & ((1u << KNOWN_BITS) - 1);
+        /* In the regime, a line whose bit is clear was never added: no bytes object, no look-up. */
+        int maybe_known = st == NULL || !st->on || d->count != 1 || (st->known[kb >> 6] >> (kb & 63) & 1);
+        PyObject *key = NULL, *id = NULL;
+        if (maybe_known) {
+            key = PyBytes_FromStringAndSize(s + a, len);
+            if (key == NULL) goto done;
+            id = PyDict_GetItemWithError(table, key); /* borrowed */
+        }
         int64_t found = -1;
         int fresh = 0;
-        PyObject *id = PyDict_GetItemWithError(table, key); /* borrowed */
         if (id != NULL) {
             found = PyLong_AsLongLong(id);
         } else if (PyErr_Occurred()) {
-            Py_DECREF(key);
+            Py_XDECREF(key);
             goto done;
         } else {
             const unsigned char *u = (const unsigned char *)s + a;
@@ -980,24 +988,24 @@ static PyObject *keys(PyObject *self, PyObject *args) {
                 st->recent[r] = mark;
             } else if (grouped) {
                 PyObject *fk = PyBytes_FromStringAndSize(NULL, lit + 1);
-                if (fk == NULL) { Py_DECREF(key); goto done; }
+                if (fk == NULL) { Py_XDECREF(key); goto done; }
                 PyBytes_AS_STRING(fk)[0] = FREE[0];
                 memcpy(PyBytes_AS_STRING(fk) + 1, u, (size_t)lit);
                 PyObject *fid = PyDict_GetItemWithError(table, fk);
                 if (fid == NULL && !PyErr_Occurred() && lit > 0 && st->free_keys >= fr.max_free_keys) {
                     Py_DECREF(fk); /* too many free keys: FREE alone */
                     fk = PyBytes_FromStringAndSize(FREE, 1);
-                    if (fk == NULL) { Py_DECREF(key); goto done; }
+                    if (fk == NULL) { Py_XDECREF(key); goto done; }
                     fid = PyDict_GetItemWithError(table, fk);
                 }
                 if (fid != NULL) {
                     found = PyLong_AsLongLong(fid);
                 } else if (PyErr_Occurred()) {
-                    Py_DECREF(fk); Py_DECREF(key);
+                    Py_DECREF(fk); Py_XDECREF(key);
                     goto done;
                 } else if (added < room) {
                     found = add_key(table, fk, row, fresh_lines, fresh_keys);
-                    if (found == -2) { Py_DECREF(fk); Py_DECREF(key); goto done; }
+                    if (found == -2) { Py_DECREF(fk); Py_XDECREF(key); goto done; }
                     added++;
                     st->free_keys++;
                 }
@@ -1005,12 +1013,14 @@ static PyObject *keys(PyObject *self, PyObject *args) {
                 st->recent[r] = mark;
                 if (found >= 0) *fm = (FreeMemo){u, lit, found};
             } else if (added < room) {
+                if (key == NULL && (key = PyBytes_FromStringAndSize(s + a, len)) == NULL) goto done;
                 found = add_key(table, key, row, fresh_lines, fresh_keys);
                 if (found == -2) { Py_DECREF(key); goto done; }
                 added++;
+                if (st != NULL) st->known[kb >> 6] |= (uint64_t)1 << (kb & 63);
             }
         }
-        Py_DECREF(key);
+        Py_XDECREF(key);
         if (st != NULL) free_event(st, &fr, fresh, PyDict_GET_SIZE(table));
         d->id = found;
         d->done = 1;
