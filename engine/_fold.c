@@ -618,8 +618,9 @@ typedef struct {
 
 typedef struct {
     Py_ssize_t window, min_keys, enter, leave, literal_min, literal_words, max_free_keys; /* counts */
-    PyObject *alarm, *marker; /* tuples of bytes */
-    int ready;
+    PyObject *getter;         /* called once needles are needed: (alarm, marker) tuples of bytes, or None */
+    PyObject *got, *alarm, *marker; /* what it gave (a reference held for the call) */
+    int ready, keep_all;      /* keep_all: no needles (the getter gave None): no line is grouped */
     unsigned char one[256];      /* 1: a one-byte alarm needle, 2: a one-byte marker one, 4: a two-byte one starts */
     unsigned char pair[8192];    /* bit (c0 << 8 | c1): some two-character needle starts with them */
     unsigned char tri[8192];     /* bit trigram(c0, c1, c2): some longer needle starts with them */
@@ -655,8 +656,29 @@ static const unsigned char *needle_third(const unsigned char *b, Py_ssize_t len,
     return f3;
 }
 
-static void free_rules_ready(FreeRules *fr) {
-    if (fr->ready) return;
+/* The needles, asked for (once per call) the first time a line may be grouped; -1 on error. */
+static int free_rules_ready(FreeRules *fr) {
+    if (fr->ready) return 0;
+    fr->got = PyObject_CallNoArgs(fr->getter);
+    if (fr->got == NULL) return -1;
+    fr->ready = 1;
+    if (fr->got == Py_None) {
+        fr->keep_all = 1;
+        return 0;
+    }
+    if (!PyArg_ParseTuple(fr->got, "O!O!", &PyTuple_Type, &fr->alarm, &PyTuple_Type, &fr->marker)) return -1;
+    if (PyTuple_GET_SIZE(fr->alarm) + PyTuple_GET_SIZE(fr->marker) > MAX_NEEDLES) {
+        PyErr_SetString(PyExc_ValueError, "keys: too many needles");
+        return -1;
+    }
+    for (int k = 0; k < 2; k++) {
+        PyObject *list = k ? fr->marker : fr->alarm;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(list); i++)
+            if (!PyBytes_Check(PyTuple_GET_ITEM(list, i))) {
+                PyErr_SetString(PyExc_TypeError, "keys: needles must be bytes");
+                return -1;
+            }
+    }
     memset(fr->one, 0, sizeof fr->one);
     memset(fr->pair, 0, sizeof fr->pair);
     memset(fr->tri, 0, sizeof fr->tri);
@@ -698,7 +720,7 @@ static void free_rules_ready(FreeRules *fr) {
         if (pass == 0)
             for (int c = 0; c < 256; c++) fr->start[c + 1] = fr->start[c] + count[c];
     }
-    fr->ready = 1;
+    return 0;
 }
 
 static inline int word_byte(unsigned char c) {
@@ -735,6 +757,7 @@ static int needle_at(const unsigned char *nd, Py_ssize_t len, const unsigned cha
  * "<*>"). One pass: at each byte, a table says whether a needle of one or two characters starts
  * there, and a bitmap of trigrams whether a longer one may. */
 static int keeps_path(const FreeRules *fr, const unsigned char *s, Py_ssize_t n) {
+    if (fr->keep_all) return 1;
     Py_ssize_t g = n > 0 && s[0] == '[';
     if (n - g >= 6 && (s[g] == 'E' || s[g] == 'W' || s[g] == 'F') && s[g + 5] == ' ') {
         int digits = 1;
@@ -872,24 +895,10 @@ static PyObject *keys(PyObject *self, PyObject *args) {
     if (state != Py_None) {
         if (PyObject_GetBuffer(state, &stbuf, PyBUF_WRITABLE) < 0) { PyBuffer_Release(&buf); return NULL; }
         if (stbuf.len != (Py_ssize_t)sizeof(FreeState) ||
-            !PyArg_ParseTuple(rules, "(nnnnnnn)O!O!", &fr.window, &fr.min_keys, &fr.enter, &fr.leave,
-                              &fr.literal_min, &fr.literal_words, &fr.max_free_keys, &PyTuple_Type, &fr.alarm,
-                              &PyTuple_Type, &fr.marker)) {
+            !PyArg_ParseTuple(rules, "(nnnnnnn)O", &fr.window, &fr.min_keys, &fr.enter, &fr.leave,
+                              &fr.literal_min, &fr.literal_words, &fr.max_free_keys, &fr.getter) ||
+            !PyCallable_Check(fr.getter)) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "keys: bad free-text state");
-            PyBuffer_Release(&stbuf); PyBuffer_Release(&buf);
-            return NULL;
-        }
-        for (int k = 0; k < 2; k++) {
-            PyObject *list = k ? fr.marker : fr.alarm;
-            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(list); i++)
-                if (!PyBytes_Check(PyTuple_GET_ITEM(list, i))) {
-                    PyErr_SetString(PyExc_TypeError, "keys: needles must be bytes");
-                    PyBuffer_Release(&stbuf); PyBuffer_Release(&buf);
-                    return NULL;
-                }
-        }
-        if (PyTuple_GET_SIZE(fr.alarm) + PyTuple_GET_SIZE(fr.marker) > MAX_NEEDLES) {
-            PyErr_SetString(PyExc_ValueError, "keys: too many needles");
             PyBuffer_Release(&stbuf); PyBuffer_Release(&buf);
             return NULL;
         }
@@ -976,7 +985,7 @@ static PyObject *keys(PyObject *self, PyObject *args) {
                 if (fresh || st->on) prefixes_of(&fr, u, len, &pre);
                 if (fresh) count_prefixes(st, &pre);
                 if (st->on && d->count == 1 && len > 0 && s[a] != '\0') { /* not the binary key */
-                    free_rules_ready(&fr);
+                    if (free_rules_ready(&fr) < 0) { Py_XDECREF(key); goto done; }
                     grouped = !keeps_path(&fr, u, len);
                 }
             }
@@ -1028,6 +1037,8 @@ static PyObject *keys(PyObject *self, PyObject *args) {
     }
     result = PyTuple_Pack(3, ids, fresh_lines, fresh_keys);
 done:
+    Py_XDECREF(fr.got);
+    fr.got = NULL;
     PyMem_RawFree(slots);
     PyMem_RawFree(dist);
     PyMem_RawFree(where);

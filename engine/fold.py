@@ -63,7 +63,7 @@ class FreeText:
 
     def __init__(self) -> None:
         self.rules = freetext.rules()
-        self.state: bytearray | freetext.PyState = (
+        self.state: bytearray | freetext.PyState = (  # zeroed: no regime, nothing counted
             bytearray(_c.FREE_STATE_SIZE) if _c is not None else freetext.PyState())
 
 
@@ -73,8 +73,6 @@ def key_ids(folded: bytes, table: dict[bytes, int], room: int, free: FreeText | 
     (len(table)) while fewer than `room` were added, and listed (line indexes, keys); further new
     lines get -1. With `free` (kept per file), a new pre-key of a file in the free-text regime
     gets a free key instead (engine/freetext.py)."""
-    if free is not None and free.rules is None:
-        free = None
     if _c is not None:
         if free is None:
             raw, fresh_lines, fresh_keys = _c.keys(folded, table, room)
@@ -82,7 +80,7 @@ def key_ids(folded: bytes, table: dict[bytes, int], room: int, free: FreeText | 
             raw, fresh_lines, fresh_keys = _c.keys(folded, table, room, free.state, free.rules)
         return np.frombuffer(raw, dtype=np.int64), fresh_lines, fresh_keys
     if free is not None:
-        assert isinstance(free.state, freetext.PyState) and free.rules is not None
+        assert isinstance(free.state, freetext.PyState)
         got, fresh_lines, fresh_keys = freetext.py_keys(folded, table, room, free.state, free.rules)
         return np.array(got, dtype=np.int64), fresh_lines, fresh_keys
     lines = folded.split(b"\n")

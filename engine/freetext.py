@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -192,8 +192,8 @@ def alarm_patterns() -> list[str]:
 @lru_cache(maxsize=1)
 def needles() -> tuple[tuple[bytes, ...], tuple[bytes, ...]] | None:
     """(alarm needles, marker needles): a pre-key holding an alarm needle, or a marker needle with
-    a digit or "<*>" in it, keeps today's path. None when some pattern has no needles (then the
-    regime is off: no line may be lost in a free key)."""
+    a digit or "<*>" in it, keeps today's path. None when some pattern has no needles (then no
+    line is grouped: none may be lost in a free key). Derived once per process, when first needed."""
     alarm: set[bytes] = {w.encode() for w in _level_words()}
     for p in alarm_patterns():
         lits = pattern_literals(p)
@@ -219,15 +219,16 @@ def _minimal(lits: Iterable[bytes]) -> tuple[bytes, ...]:
     return tuple(sorted(kept))
 
 
-def rules() -> tuple[tuple[int, ...], tuple[bytes, ...], tuple[bytes, ...]] | None:
-    """The regime's parameters as the key pass takes them (counts, needles), None when it is off."""
-    found = needles()
-    if found is None:
-        return None
+Rules = tuple[tuple[int, ...], Callable[[], "tuple[tuple[bytes, ...], tuple[bytes, ...]] | None"]]
+
+
+def rules() -> Rules:
+    """The regime's parameters as the key pass takes them: counts, and `needles` (called only once
+    a line may be grouped: deriving them costs a fifth of a second, most files never need them)."""
     p = params()
     counts = (p.window, p.min_keys, math.ceil(p.enter * p.window), math.ceil(p.leave * p.window),
               max(1, math.ceil(p.literal_share * p.window)), p.literal_words, p.max_free_keys)
-    return counts, found[0], found[1]
+    return counts, needles
 
 
 # ----------------------------------------------------------------------------- the Python twin
@@ -310,11 +311,10 @@ def _event(st: PyState, counts: tuple[int, ...], fresh: bool, keys: int) -> None
     st.events = st.fresh = 0
 
 
-def py_keys(folded: bytes, table: dict[bytes, int], room: int, st: PyState,
-            rule: tuple[tuple[int, ...], tuple[bytes, ...], tuple[bytes, ...]]
+def py_keys(folded: bytes, table: dict[bytes, int], room: int, st: PyState, rule: Rules
             ) -> tuple[list[int], list[int], list[bytes]]:
     """engine/_fold.c's keys() with the regime: ids of the lines of `folded`, new lines, new keys."""
-    counts, alarm, marker = rule
+    counts, getter = rule
     literal_min, literal_words, max_free = counts[4], min(counts[5], 8), counts[6]
     ids: list[int] = []
     fresh_lines: list[int] = []
@@ -337,7 +337,8 @@ def py_keys(folded: bytes, table: dict[bytes, int], room: int, st: PyState,
             if fresh:
                 for k, end in enumerate(ends, start=1):
                     st.cur[_slot(key, end, k)] += 1
-            if st.on and once and key[:1] not in (b"", b"\x00") and not keeps_path(key, alarm, marker):
+            found_needles = getter() if st.on and once and key[:1] not in (b"", b"\x00") else None
+            if found_needles is not None and not keeps_path(key, *found_needles):
                 lit = 0
                 for k, end in enumerate(ends, start=1):
                     if st.prev[_slot(key, end, k)] < literal_min:

@@ -149,3 +149,25 @@ def test_c_and_the_python_twin_give_the_same_keys():
         ids, fresh_lines, fresh_keys = freetext.py_keys(block, t_py, 20000 - len(t_py), s_py, rule)
         assert got[0].tolist() == ids and got[1] == fresh_lines and got[2] == fresh_keys
     assert t_c == t_py and any(k.startswith(FREE + b"[rank0]:") for k in t_c)
+
+
+@pytest.mark.parametrize("use_c", [True, False])
+def test_without_needles_no_line_is_grouped(use_c):
+    if use_c and fold._c is None:
+        pytest.skip("engine/_fold.c was not built")
+    counts, _ = freetext.rules()
+    table: dict[bytes, int] = {}
+    state = fold.FreeText() if use_c else freetext.PyState()
+    asked = []
+
+    def none():
+        asked.append(1)
+        return None
+
+    for block in range(8):
+        folded = fold_block("\n".join(prose_lines(1024, seed=20 + block)).encode())
+        if use_c:
+            fold._c.keys(folded, table, 10**6, state.state, (counts, none))
+        else:
+            freetext.py_keys(folded, table, 10**6, state, (counts, none))
+    assert asked and len(table) == 8 * 1024 and not any(k.startswith(FREE) for k in table)
