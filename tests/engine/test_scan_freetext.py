@@ -80,7 +80,7 @@ def test_regime_holds_across_blocks_and_ends_when_lines_repeat(tmp_path):
     job = write_failed_job(tmp_path / "job", {"node-0/rank-0.log": lines})
     scan = scan_file(RankFile(path=str(job / "node-0" / "rank-0.log"), node="node-0", size=0), chunk=64 << 10)
     free = sum(c for k, c in zip(scan.keys, scan.counts, strict=True) if k.startswith(FREE))
-    assert 6000 < free < 12000  # most of the free text, none of the repeats
+    assert 6000 < free <= 12000 + 800  # the free text, and the repeats' first round at most (once a block)
     assert sum(1 for k in scan.keys if not k.startswith(FREE)) >= 800 + freetext.params().min_keys
 
 
