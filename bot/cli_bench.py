@@ -135,7 +135,8 @@ def cmd_speed(args: argparse.Namespace) -> int:
                 raise JobError("--executor dask needs dask: pip install 'l4[dask]'") from None
             print(format_dask_speed(run_dask_speed(job, scheduler=args.scheduler), total))
             return 0
-        if args.executor == "pool" or (not phases and args.profile in ("free-text", "random-bytes")):
+        if args.executor == "pool" or (not phases and not args.against
+                                       and args.profile in ("free-text", "random-bytes")):
             name = "diagnose-pool" if args.executor == "pool" else "diagnose-1core"
             for row in run_speed(job, phases=(name,), grep=False):
                 print(format_run(row, len(files), args.profile))
@@ -143,7 +144,13 @@ def cmd_speed(args: argparse.Namespace) -> int:
         baseline = Path(args.baseline).resolve() if args.baseline else None
         if baseline is not None and not (baseline / "engine" / "bench" / "speed.py").is_file():
             raise JobError(f"--baseline {args.baseline}: not a checkout of this repository")
-        rows = run_speed(job, phases=phases or PHASES, baseline=baseline)
+        if args.against:  # the same phases on another profile's job of the same size, in this run
+            with speed_job(_cache_dir() / "bench", size, args.seed, args.against, args.layout, args.lines,
+                           scratch=args.scratch) as other:
+                rows = run_speed(job, phases=phases or PHASES, baseline=baseline,
+                                 against=(args.against, other))
+        else:
+            rows = run_speed(job, phases=phases or PHASES, baseline=baseline)
         print(format_speed(rows, total, args.profile))
     return 0
 
@@ -247,7 +254,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "made-up words; random-bytes: one file of --size random bytes")
     s.add_argument("--layout", choices=["ranks", "one-file"], default="ranks",
                    help="one-file: the generated job's rank files concatenated into one rank file of --size")
-    s.add_argument("--lines", type=int, default=40_000, help="lines of the free-text profile")
+    s.add_argument("--lines", type=int, default=40_000,
+                   help="lines of the free-text profile (0: as many as fill --size)")
+    s.add_argument("--against", default=None,
+                   choices=["repetitive", "unique-tokens", "mixed", "free-text", "random-bytes"],
+                   help="also run each phase on this profile's job of the same --size, right before, "
+                        "for a ratio under the same load (its rows say the profile)")
     s.add_argument("--phases", default=None,
                    help="comma-separated phases to run (parse-1core, diagnose-1core, diagnose-pool, "
                         "naive-drain3); default all")

@@ -10,6 +10,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -580,79 +581,471 @@ static inline uint64_t hash_bytes(const char *s, Py_ssize_t n) {
 
 typedef struct {
     uint64_t hash;
-    Py_ssize_t at, len; /* the line's first appearance in the block; len < 0: a free slot */
+    Py_ssize_t at, len; /* the line's first appearance in the block */
     int64_t id;
-} Distinct;
+    Py_ssize_t count;   /* its lines in the block */
+    int done;           /* its id was looked up */
+} Distinct;             /* the distinct lines of a block, in the order they first come */
 
-/* keys(folded, table, room) -> (ids, fresh_lines, fresh_keys): the id of every line of `folded`
- * (lines joined by "\n") in dict `table` (bytes -> int), as int64 bytes. A line new to the table
- * is added with the next id (len(table)) while fewer than `room` were added, and its line index
- * and key are listed; further new lines get -1 (the caller groups them coarsely). The lines of the
- * block are told apart in a hash table of their own first: a bytes object and a dict look-up are
- * made once per distinct line of the block, not per line. */
+typedef struct {
+    uint32_t tag;       /* the hash's high half */
+    int32_t at;         /* index of its Distinct; -1: a free slot */
+} Slot;
+
+/* ------------------------------------------------------------------ the free-text regime
+ *
+ * See engine/freetext.py. Per file, the distinct lines looked up (and the first repeat in a block of
+ * one that was new) are counted in windows; a window mostly new, in a file of min_keys pre-keys or
+ * more, starts the regime; one mostly repeats ends it. In the regime a new pre-key that holds no
+ * needle gets the free key FREE + its frequent leading words. The state lives in a bytearray the
+ * caller keeps per file (FREE_STATE_SIZE bytes, zeroed). */
+#define PREFIX_BITS 12
+#define RECENT_BITS 14
+#define KNOWN_BITS 20
+typedef struct {
+    int64_t on, events, fresh, free_keys;
+    uint32_t cur[1 << PREFIX_BITS], prev[1 << PREFIX_BITS]; /* leading-word counts: this window, the last */
+    uint64_t recent[1 << RECENT_BITS]; /* hashes (| 1) of pre-keys given a free key; 0: empty */
+    uint64_t known[1 << (KNOWN_BITS - 6)]; /* bit (hash >> 40): a pre-key with it was added to the table */
+} FreeState;
+
+#define MAX_NEEDLES 1024
+typedef struct {
+    const unsigned char *b; /* its bytes, the marks before its first character left out */
+    Py_ssize_t len;
+    int bounded, list;      /* a word boundary before its first character; 0: alarm, 1: marker */
+} Needle;
+
+typedef struct {
+    Py_ssize_t window, min_keys, enter, leave, literal_min, literal_words, max_free_keys; /* counts */
+    PyObject *getter;         /* called once needles are needed: (alarm, marker) tuples of bytes, or None */
+    PyObject *got, *alarm, *marker; /* what it gave (a reference held for the call) */
+    int ready, keep_all;      /* keep_all: no needles (the getter gave None): no line is grouped */
+    unsigned char one[256];      /* 1: a one-byte alarm needle, 2: a one-byte marker one, 4: a two-byte one starts */
+    unsigned char pair[8192];    /* bit (c0 << 8 | c1): some two-character needle starts with them */
+    unsigned char tri[8192];     /* bit trigram(c0, c1, c2): some longer needle starts with them */
+    Needle needles[MAX_NEEDLES]; /* by their first character (see start) */
+    int start[257];              /* needles[start[c]:start[c + 1]] start with c */
+} FreeRules;
+
+/* In a needle (engine/freetext.py): BOUNDARY, a word boundary, and SKIP, any white space or none. */
+enum { BOUNDARY = 0, SKIP = 1 };
+
+/* A needle's characters: its bytes but the marks. */
+static Py_ssize_t needle_real(const unsigned char *b, Py_ssize_t len, unsigned char *first2) {
+    Py_ssize_t real = 0;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (b[i] != BOUNDARY && b[i] != SKIP) {
+            if (real < 2) first2[real] = b[i];
+            real++;
+        }
+    return real;
+}
+
+static inline unsigned trigram(const unsigned char *c) {
+    return (((uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16) * 0x9E3779B1u) >> 16;
+}
+
+/* The first three characters of a needle of three or more (f holds its first two), in `f3`. */
+static const unsigned char *needle_third(const unsigned char *b, Py_ssize_t len, const unsigned char *f) {
+    static unsigned char f3[3];
+    f3[0] = f[0];
+    f3[1] = f[1];
+    for (Py_ssize_t i = 0, real = 0; i < len; i++)
+        if (b[i] != BOUNDARY && b[i] != SKIP && ++real == 3) f3[2] = b[i];
+    return f3;
+}
+
+/* The needles, asked for (once per call) the first time a line may be grouped; -1 on error. */
+static int free_rules_ready(FreeRules *fr) {
+    if (fr->ready) return 0;
+    fr->got = PyObject_CallNoArgs(fr->getter);
+    if (fr->got == NULL) return -1;
+    fr->ready = 1;
+    if (fr->got == Py_None) {
+        fr->keep_all = 1;
+        return 0;
+    }
+    if (!PyArg_ParseTuple(fr->got, "O!O!", &PyTuple_Type, &fr->alarm, &PyTuple_Type, &fr->marker)) return -1;
+    if (PyTuple_GET_SIZE(fr->alarm) + PyTuple_GET_SIZE(fr->marker) > MAX_NEEDLES) {
+        PyErr_SetString(PyExc_ValueError, "keys: too many needles");
+        return -1;
+    }
+    for (int k = 0; k < 2; k++) {
+        PyObject *list = k ? fr->marker : fr->alarm;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(list); i++)
+            if (!PyBytes_Check(PyTuple_GET_ITEM(list, i))) {
+                PyErr_SetString(PyExc_TypeError, "keys: needles must be bytes");
+                return -1;
+            }
+    }
+    memset(fr->one, 0, sizeof fr->one);
+    memset(fr->pair, 0, sizeof fr->pair);
+    memset(fr->tri, 0, sizeof fr->tri);
+    memset(fr->start, 0, sizeof fr->start);
+    PyObject *lists[2] = {fr->alarm, fr->marker};
+    int count[256] = {0}, total = 0;
+    for (int pass = 0; pass < 2; pass++) { /* count by first character, then place */
+        int at[256];
+        for (int c = 0; c < 256; c++) at[c] = fr->start[c];
+        for (int k = 0; k < 2; k++) {
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(lists[k]); i++) {
+                PyObject *nd = PyTuple_GET_ITEM(lists[k], i);
+                const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(nd);
+                Py_ssize_t len = PyBytes_GET_SIZE(nd);
+                unsigned char f[2];
+                Py_ssize_t real = needle_real(b, len, f);
+                if (real == 1) {
+                    fr->one[f[0]] |= (unsigned char)(1 << k);
+                    continue;
+                }
+                if (real < 2) continue;
+                if (pass == 0) {
+                    if (total < MAX_NEEDLES) { count[f[0]]++; total++; }
+                    if (real == 2) {
+                        fr->one[f[0]] |= 4;
+                        fr->pair[((unsigned)f[0] << 5) | (f[1] >> 3)] |= (unsigned char)(1 << (f[1] & 7));
+                    } else {
+                        unsigned t = trigram(needle_third(b, len, f));
+                        fr->tri[t >> 3] |= (unsigned char)(1 << (t & 7));
+                    }
+                    continue;
+                }
+                if (at[f[0]] >= fr->start[f[0] + 1]) continue; /* past MAX_NEEDLES (see keys) */
+                int lead = 0, bounded = 0; /* marks before the first character: a boundary there? */
+                for (; b[lead] == BOUNDARY || b[lead] == SKIP; lead++) bounded |= b[lead] == BOUNDARY;
+                fr->needles[at[f[0]]++] = (Needle){b + lead, len - lead, bounded, k};
+            }
+        }
+        if (pass == 0)
+            for (int c = 0; c < 256; c++) fr->start[c + 1] = fr->start[c] + count[c];
+    }
+    return 0;
+}
+
+static inline int word_byte(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+/* A word boundary at s[q] (as `\b` in a bytes regex: between a word byte and another or an end). */
+static inline int boundary_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t q) {
+    return (q > 0 && word_byte(s[q - 1])) != (q < n && word_byte(s[q]));
+}
+
+static inline int space_byte(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* Whether needle nd (marks included) matches s[0:n] with its first character at s[i]. */
+static int needle_at(const unsigned char *nd, Py_ssize_t len, const unsigned char *s, Py_ssize_t n, Py_ssize_t i) {
+    Py_ssize_t q = i;
+    for (Py_ssize_t j = 0; j < len; j++) {
+        if (nd[j] == BOUNDARY) {
+            if (!boundary_at(s, n, q)) return 0;
+        } else if (nd[j] == SKIP) {
+            while (q < n && space_byte(s[q])) q++;
+        } else {
+            if (q >= n || s[q] != nd[j]) return 0;
+            q++;
+        }
+    }
+    return 1;
+}
+
+/* A pre-key that keeps its own path in the regime: an alarm needle, a glog level letter
+ * ("[E1206 ", "W0101 ") at its start, or a marker needle on a line with a number (a digit or
+ * "<*>"). One pass: at each byte, a table says whether a needle of one or two characters starts
+ * there, and a bitmap of trigrams whether a longer one may. */
+static int keeps_path(const FreeRules *fr, const unsigned char *s, Py_ssize_t n) {
+    if (fr->keep_all) return 1;
+    Py_ssize_t g = n > 0 && s[0] == '[';
+    if (n - g >= 6 && (s[g] == 'E' || s[g] == 'W' || s[g] == 'F') && s[g + 5] == ' ') {
+        int digits = 1;
+        for (Py_ssize_t j = g + 1; j < g + 5; j++) digits &= s[j] >= '0' && s[j] <= '9';
+        if (digits) return 1;
+    }
+    int number = 0, marker = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        number |= (c >= '0' && c <= '9') || c == '<';
+        unsigned char kind = fr->one[c];
+        if (kind & 1) return 1;
+        marker |= kind & 2;
+        int maybe = 0;
+        if ((kind & 4) && i + 1 < n) maybe = fr->pair[((unsigned)c << 5) | (s[i + 1] >> 3)] & (1 << (s[i + 1] & 7));
+        if (!maybe && i + 2 < n) {
+            unsigned t = trigram(s + i);
+            maybe = fr->tri[t >> 3] & (1 << (t & 7));
+        }
+        if (!maybe) continue;
+        for (int j = fr->start[c]; j < fr->start[c + 1]; j++) {
+            const Needle *nd = &fr->needles[j];
+            if (nd->list == 1 && marker) continue;
+            if (nd->bounded && !boundary_at(s, n, i)) continue;
+            if (!needle_at(nd->b, nd->len, s, n, i)) continue;
+            if (nd->list == 0) return 1;
+            marker = 1;
+        }
+    }
+    if (!marker || !number) return 0;
+    for (Py_ssize_t j = 0; j < n; j++) /* '<' counted as a number above: is it "<*>"? */
+        if ((s[j] >= '0' && s[j] <= '9') || (s[j] == '<' && j + 2 < n && s[j + 1] == '*' && s[j + 2] == '>'))
+            return 1;
+    return 0;
+}
+
+/* The ends of the first `most` words of s[0:n] (runs of bytes other than space and tab; leading
+ * blanks belong to the first); returns how many there are. */
+static int word_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t *ends, int most) {
+    int k = 0;
+    Py_ssize_t i = 0;
+    while (k < most) {
+        while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+        if (i >= n) break;
+        while (i < n && s[i] != ' ' && s[i] != '\t') i++;
+        ends[k++] = i;
+    }
+    return k;
+}
+
+#define MAX_LITERAL_WORDS 8
+
+static inline size_t prefix_slot(const unsigned char *s, Py_ssize_t end, int k) {
+    return (size_t)(hash_bytes((const char *)s, end) + (uint64_t)k) & ((1u << PREFIX_BITS) - 1);
+}
+
+/* The leading words of s[0:n] (at most literal_words): their ends and their prefix-table slots. */
+typedef struct {
+    int words;
+    Py_ssize_t ends[MAX_LITERAL_WORDS];
+    size_t slots[MAX_LITERAL_WORDS];
+} Prefixes;
+
+static void prefixes_of(const FreeRules *fr, const unsigned char *s, Py_ssize_t n, Prefixes *p) {
+    p->words = word_ends(s, n, p->ends, (int)fr->literal_words);
+    for (int k = 0; k < p->words; k++) p->slots[k] = prefix_slot(s, p->ends[k], k + 1);
+}
+
+/* The end of the literal part of a free key: its leading words while each prefix started at least
+ * literal_min of the last window's new lines (0: none). */
+static Py_ssize_t literal_end(const FreeState *st, const FreeRules *fr, const Prefixes *p) {
+    Py_ssize_t end = 0;
+    for (int k = 0; k < p->words; k++) {
+        if (st->prev[p->slots[k]] < (uint32_t)fr->literal_min) break;
+        end = p->ends[k];
+    }
+    return end;
+}
+
+static void count_prefixes(FreeState *st, const Prefixes *p) {
+    for (int k = 0; k < p->words; k++)
+        if (st->cur[p->slots[k]] < UINT32_MAX) st->cur[p->slots[k]]++;
+}
+
+/* One event of the window: a distinct line looked up (`fresh`: new to the file) or the first repeat
+ * in a block of a line that was new. At the window's end the regime starts or ends. */
+static void free_event(FreeState *st, const FreeRules *fr, int fresh, Py_ssize_t keys) {
+    st->events++;
+    st->fresh += fresh;
+    if (st->events < fr->window) return;
+    if (!st->on && st->fresh >= fr->enter && keys >= fr->min_keys) st->on = 1;
+    else if (st->on && st->fresh < fr->leave) st->on = 0;
+    memcpy(st->prev, st->cur, sizeof st->cur);
+    memset(st->cur, 0, sizeof st->cur);
+    st->events = st->fresh = 0;
+}
+
+/* Adds `key` to `table` with the next id; lists it (row, key). Returns the id, -1 on error. */
+static int64_t add_key(PyObject *table, PyObject *key, Py_ssize_t row, PyObject *fresh_lines, PyObject *fresh_keys) {
+    PyObject *next = PyLong_FromSsize_t(PyDict_GET_SIZE(table)), *at = PyLong_FromSsize_t(row);
+    int bad = next == NULL || at == NULL || PyDict_SetItem(table, key, next) < 0 ||
+              PyList_Append(fresh_lines, at) < 0 || PyList_Append(fresh_keys, key) < 0;
+    int64_t id = next && !bad ? PyLong_AsLongLong(next) : -1;
+    Py_XDECREF(next);
+    Py_XDECREF(at);
+    return bad ? -2 : id;
+}
+
+static const char FREE[] = "\x02";
+
+/* Free keys a call already looked up in the table: their literal part (in the block) and id. */
+#define FREE_MEMO 64
+typedef struct {
+    const unsigned char *at;
+    Py_ssize_t len;
+    int64_t id; /* -1: empty */
+} FreeMemo;
+
+/* keys(folded, table, room[, state, rules]) -> (ids, fresh_lines, fresh_keys): the id of every line
+ * of `folded` (lines joined by "\n") in dict `table` (bytes -> int), as int64 bytes. A line new to
+ * the table is added with the next id (len(table)) while fewer than `room` were added, and its
+ * line index and key are listed; further new lines get -1 (the caller groups them coarsely). The
+ * lines of the block are told apart in a hash table of their own first: a bytes object and a dict
+ * look-up are made once per distinct line of the block, not per line. With `state` (a bytearray of
+ * FREE_STATE_SIZE bytes kept per file) and `rules` ((window, min_keys, enter, leave, literal_min,
+ * literal_words, max_free_keys), alarm needles, marker needles), the free-text regime applies. */
 static PyObject *keys(PyObject *self, PyObject *args) {
-    Py_buffer buf;
-    PyObject *table;
+    Py_buffer buf, stbuf = {0};
+    PyObject *table, *state = Py_None, *rules = Py_None;
     Py_ssize_t room;
-    if (!PyArg_ParseTuple(args, "y*O!n", &buf, &PyDict_Type, &table, &room)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O!n|OO", &buf, &PyDict_Type, &table, &room, &state, &rules)) return NULL;
+    FreeState *st = NULL;
+    static FreeRules fr; /* big: not on the stack (the GIL is held throughout) */
+    memset(&fr, 0, offsetof(FreeRules, one));
+    if (state != Py_None) {
+        if (PyObject_GetBuffer(state, &stbuf, PyBUF_WRITABLE) < 0) { PyBuffer_Release(&buf); return NULL; }
+        if (stbuf.len != (Py_ssize_t)sizeof(FreeState) ||
+            !PyArg_ParseTuple(rules, "(nnnnnnn)O", &fr.window, &fr.min_keys, &fr.enter, &fr.leave,
+                              &fr.literal_min, &fr.literal_words, &fr.max_free_keys, &fr.getter) ||
+            !PyCallable_Check(fr.getter)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "keys: bad free-text state");
+            PyBuffer_Release(&stbuf); PyBuffer_Release(&buf);
+            return NULL;
+        }
+        if (fr.window < 1) fr.window = 1;
+        if (fr.literal_words > MAX_LITERAL_WORDS) fr.literal_words = MAX_LITERAL_WORDS;
+        st = stbuf.buf;
+    }
     const char *s = buf.buf;
     const Py_ssize_t n = buf.len;
     Py_ssize_t lines = 1;
     for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) lines++;
     size_t cap = 1024;
     while (cap < (size_t)lines * 2) cap <<= 1;
-    Distinct *slots = PyMem_RawMalloc(cap * sizeof(Distinct));
+    Slot *slots = PyMem_RawMalloc(cap * sizeof(Slot));
+    Distinct *dist = PyMem_RawMalloc((size_t)lines * sizeof(Distinct));
+    int32_t *where = PyMem_RawMalloc((size_t)lines * sizeof(int32_t)); /* each line's Distinct */
     PyObject *ids = PyBytes_FromStringAndSize(NULL, lines * 8);
     PyObject *fresh_lines = PyList_New(0), *fresh_keys = PyList_New(0);
     PyObject *result = NULL;
-    if (slots == NULL) { PyErr_NoMemory(); goto done; }
+    if (slots == NULL || dist == NULL || where == NULL || lines > INT32_MAX) { PyErr_NoMemory(); goto done; }
     if (ids == NULL || fresh_lines == NULL || fresh_keys == NULL) goto done;
-    for (size_t j = 0; j < cap; j++) slots[j].len = -1;
+    for (size_t j = 0; j < cap; j++) slots[j].at = -1;
+    FreeMemo memo[FREE_MEMO];
+    for (int j = 0; j < FREE_MEMO; j++) memo[j].id = -1;
     int64_t *out = (int64_t *)PyBytes_AS_STRING(ids);
     Py_ssize_t added = 0, a = 0;
-    for (Py_ssize_t row = 0; row < lines; row++) {
+    int32_t distinct = 0;
+    for (Py_ssize_t row = 0; row < lines; row++) { /* the block's distinct lines, and how often each comes */
         const char *nl = memchr(s + a, '\n', (size_t)(n - a));
         Py_ssize_t b = nl ? (Py_ssize_t)(nl - s) : n, len = b - a;
         uint64_t h = hash_bytes(s + a, len);
+        uint32_t tag = (uint32_t)(h >> 32);
         size_t j = (size_t)h & (cap - 1);
-        while (slots[j].len >= 0 &&
-               !(slots[j].hash == h && slots[j].len == len && memcmp(s + slots[j].at, s + a, (size_t)len) == 0))
-            j = (j + 1) & (cap - 1);
-        if (slots[j].len >= 0) { /* seen earlier in this block */
-            out[row] = slots[j].id;
-            a = b + 1;
+        int32_t k = -1;
+        for (; slots[j].at >= 0; j = (j + 1) & (cap - 1)) {
+            const Distinct *c = &dist[slots[j].at];
+            if (slots[j].tag == tag && c->hash == h && c->len == len && memcmp(s + c->at, s + a, (size_t)len) == 0) {
+                k = slots[j].at;
+                break;
+            }
+        }
+        if (k < 0) {
+            k = distinct++;
+            slots[j] = (Slot){tag, k};
+            dist[k] = (Distinct){h, a, len, -1, 0, 0};
+        }
+        dist[k].count++;
+        where[row] = k;
+        a = b + 1;
+    }
+    for (Py_ssize_t row = 0; row < lines; row++) {
+        Distinct *d = &dist[where[row]];
+        if (d->done) { /* seen earlier in this block */
+            out[row] = d->id;
             continue;
         }
-        PyObject *key = PyBytes_FromStringAndSize(s + a, len);
-        if (key == NULL) goto done;
+        a = d->at;
+        Py_ssize_t len = d->len;
+        uint64_t h = d->hash;
+        size_t kb = (size_t)(h >> 40) & ((1u << KNOWN_BITS) - 1);
+        /* In the regime, a line whose bit is clear was never added: no bytes object, no look-up. */
+        int maybe_known = st == NULL || !st->on || d->count != 1 || (st->known[kb >> 6] >> (kb & 63) & 1);
+        PyObject *key = NULL, *id = NULL;
+        if (maybe_known) {
+            key = PyBytes_FromStringAndSize(s + a, len);
+            if (key == NULL) goto done;
+            id = PyDict_GetItemWithError(table, key); /* borrowed */
+        }
         int64_t found = -1;
-        PyObject *id = PyDict_GetItemWithError(table, key); /* borrowed */
+        int fresh = 0;
         if (id != NULL) {
             found = PyLong_AsLongLong(id);
         } else if (PyErr_Occurred()) {
-            Py_DECREF(key);
+            Py_XDECREF(key);
             goto done;
-        } else if (added < room) {
-            PyObject *next = PyLong_FromSsize_t(PyDict_GET_SIZE(table)), *at = PyLong_FromSsize_t(row);
-            int bad = next == NULL || at == NULL || PyDict_SetItem(table, key, next) < 0 ||
-                      PyList_Append(fresh_lines, at) < 0 || PyList_Append(fresh_keys, key) < 0;
-            found = next ? PyLong_AsLongLong(next) : -1;
-            Py_XDECREF(next);
-            Py_XDECREF(at);
-            if (bad) { Py_DECREF(key); goto done; }
-            added++;
+        } else {
+            const unsigned char *u = (const unsigned char *)s + a;
+            uint64_t mark = h | 1;
+            size_t r = (size_t)h & ((1u << RECENT_BITS) - 1);
+            int grouped = 0;
+            Prefixes pre = {0};
+            if (st != NULL) { /* new to the file: neither in the table nor given a free key, and once here */
+                fresh = st->recent[r] != mark && d->count == 1;
+                if (fresh || st->on) prefixes_of(&fr, u, len, &pre);
+                if (fresh) count_prefixes(st, &pre);
+                if (st->on && d->count == 1 && len > 0 && s[a] != '\0') { /* not the binary key */
+                    if (free_rules_ready(&fr) < 0) { Py_XDECREF(key); goto done; }
+                    grouped = !keeps_path(&fr, u, len);
+                }
+            }
+            Py_ssize_t lit = grouped ? literal_end(st, &fr, &pre) : 0;
+            uint64_t lh = grouped ? hash_bytes((const char *)u, lit) : 0;
+            FreeMemo *fm = &memo[lh & (FREE_MEMO - 1)];
+            if (grouped && fm->id >= 0 && fm->len == lit && memcmp(fm->at, u, (size_t)lit) == 0) {
+                found = fm->id; /* a free key this block already looked up */
+                st->recent[r] = mark;
+            } else if (grouped) {
+                PyObject *fk = PyBytes_FromStringAndSize(NULL, lit + 1);
+                if (fk == NULL) { Py_XDECREF(key); goto done; }
+                PyBytes_AS_STRING(fk)[0] = FREE[0];
+                memcpy(PyBytes_AS_STRING(fk) + 1, u, (size_t)lit);
+                PyObject *fid = PyDict_GetItemWithError(table, fk);
+                if (fid == NULL && !PyErr_Occurred() && lit > 0 && st->free_keys >= fr.max_free_keys) {
+                    Py_DECREF(fk); /* too many free keys: FREE alone */
+                    fk = PyBytes_FromStringAndSize(FREE, 1);
+                    if (fk == NULL) { Py_XDECREF(key); goto done; }
+                    fid = PyDict_GetItemWithError(table, fk);
+                }
+                if (fid != NULL) {
+                    found = PyLong_AsLongLong(fid);
+                } else if (PyErr_Occurred()) {
+                    Py_DECREF(fk); Py_XDECREF(key);
+                    goto done;
+                } else if (added < room) {
+                    found = add_key(table, fk, row, fresh_lines, fresh_keys);
+                    if (found == -2) { Py_DECREF(fk); Py_XDECREF(key); goto done; }
+                    added++;
+                    st->free_keys++;
+                }
+                Py_DECREF(fk);
+                st->recent[r] = mark;
+                if (found >= 0) *fm = (FreeMemo){u, lit, found};
+            } else if (added < room) {
+                if (key == NULL && (key = PyBytes_FromStringAndSize(s + a, len)) == NULL) goto done;
+                found = add_key(table, key, row, fresh_lines, fresh_keys);
+                if (found == -2) { Py_DECREF(key); goto done; }
+                added++;
+                if (st != NULL) st->known[kb >> 6] |= (uint64_t)1 << (kb & 63);
+            }
         }
-        Py_DECREF(key);
-        slots[j] = (Distinct){h, a, len, found};
+        Py_XDECREF(key);
+        if (st != NULL) free_event(st, &fr, fresh, PyDict_GET_SIZE(table));
+        d->id = found;
+        d->done = 1;
         out[row] = found;
-        a = b + 1;
     }
     result = PyTuple_Pack(3, ids, fresh_lines, fresh_keys);
 done:
+    Py_XDECREF(fr.got);
+    fr.got = NULL;
     PyMem_RawFree(slots);
+    PyMem_RawFree(dist);
+    PyMem_RawFree(where);
     Py_XDECREF(ids);
     Py_XDECREF(fresh_lines);
     Py_XDECREF(fresh_keys);
+    if (st != NULL) PyBuffer_Release(&stbuf);
     PyBuffer_Release(&buf);
     return result;
 }
@@ -717,5 +1110,10 @@ PyMODINIT_FUNC PyInit__fold(void) {
     init_classes();
     keep_freed_blocks();
     init_maskbits();
-    return PyModule_Create(&MODULE);
+    PyObject *m = PyModule_Create(&MODULE);
+    if (m != NULL && PyModule_AddIntConstant(m, "FREE_STATE_SIZE", (long)sizeof(FreeState)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine import freetext
 from engine.rules import load
 
 try:
@@ -57,13 +58,31 @@ def fold_block_values(data: bytes, width: int) -> tuple[bytes, np.ndarray]:
     return b"\n".join(_fold_line(ln) for ln in lines), out
 
 
-def key_ids(folded: bytes, table: dict[bytes, int], room: int) -> tuple[np.ndarray, list[int], list[bytes]]:
+class FreeText:
+    """The free-text regime's state of one file (see engine/freetext.py)."""
+
+    def __init__(self) -> None:
+        self.rules = freetext.rules()
+        self.state: bytearray | freetext.PyState = (  # zeroed: no regime, nothing counted
+            bytearray(_c.FREE_STATE_SIZE) if _c is not None else freetext.PyState())
+
+
+def key_ids(folded: bytes, table: dict[bytes, int], room: int, free: FreeText | None = None
+            ) -> tuple[np.ndarray, list[int], list[bytes]]:
     """The id in `table` of every line of `folded`; a line new to it is added with the next id
     (len(table)) while fewer than `room` were added, and listed (line indexes, keys); further new
-    lines get -1."""
+    lines get -1. With `free` (kept per file), a new pre-key of a file in the free-text regime
+    gets a free key instead (engine/freetext.py)."""
     if _c is not None:
-        raw, fresh_lines, fresh_keys = _c.keys(folded, table, room)
+        if free is None:
+            raw, fresh_lines, fresh_keys = _c.keys(folded, table, room)
+        else:
+            raw, fresh_lines, fresh_keys = _c.keys(folded, table, room, free.state, free.rules)
         return np.frombuffer(raw, dtype=np.int64), fresh_lines, fresh_keys
+    if free is not None:
+        assert isinstance(free.state, freetext.PyState)
+        got, fresh_lines, fresh_keys = freetext.py_keys(folded, table, room, free.state, free.rules)
+        return np.array(got, dtype=np.int64), fresh_lines, fresh_keys
     lines = folded.split(b"\n")
     ids = np.empty(len(lines), dtype=np.int64)
     fresh_lines: list[int] = []

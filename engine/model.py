@@ -89,6 +89,7 @@ class Stats:
     seconds: float = 0.0
     long_lines_cut: int = 0
     binary_lines: int = 0  # lines with control bytes: counted, not templated
+    free_text_lines: int = 0  # distinct lines grouped by their first words (engine/freetext.py); JSON: if any
     unreadable_files: list[str] = field(default_factory=list)  # "path: reason"
     empty_or_binary_files: list[str] = field(default_factory=list)  # "path: empty" | "path: not text ..."
 
@@ -184,6 +185,8 @@ class Diagnosis:
                 d.pop(optional, None)
         if not d.get("clock"):
             d.pop("clock", None)
+        if not d["stats"].get("free_text_lines"):
+            d["stats"].pop("free_text_lines", None)
         if not detail or d.get("detail") is None:
             d.pop("detail", None)
         return {"schema": SCHEMA, **d}

@@ -20,6 +20,7 @@ from drain3.template_miner_config import TemplateMinerConfig
 
 from engine.executors import Executor, choose_executor
 from engine.fold import BINARY_KEY, fold_text
+from engine.freetext import FREE
 from engine.headers import timestamp
 from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
@@ -167,8 +168,12 @@ class TemplateTable:
         """The cluster of pre-key `key`, whose first line in some file is `line`."""
         info = self.by_key.get(key)
         if info is None:
-            message, level = message_level(line.decode("utf-8", "replace"))
-            masked = mask(fold_text(message)) or MASK
+            text = line.decode("utf-8", "replace")
+            message, level = message_level(text)
+            if key.startswith(FREE):  # distinct lines of free text, grouped by their frequent first words
+                masked = _free_template(key, text, message)
+            else:
+                masked = mask(fold_text(message)) or MASK
             if key.startswith(COARSE):  # lines of a crowded file grouped by their start only
                 masked = " ".join([*masked.split()[:COARSE_WORDS if len(key) > 1 else 0], MASK])
             cid = self.by_masked.get(masked)
@@ -186,6 +191,15 @@ class TemplateTable:
     def template(self, cluster_id: int) -> str:
         cluster = self.miner.drain.id_to_cluster.get(cluster_id)
         return cluster.get_template() if cluster is not None else MASK
+
+
+def _free_template(key: bytes, line: str, message: str) -> str:
+    """The template of a free key (engine/freetext.py): the words its lines share at their start
+    (the key's literal words, less the header the message does not show), then "<*>"."""
+    header_words = len(line.split()) - len(message.split())
+    keep = max(0, len(key[len(FREE):].split()) - header_words)
+    shared = mask(fold_text(" ".join(message.split()[:keep]))) if keep else ""
+    return f"{shared} {MASK}" if shared else MASK
 
 
 def parse_jobs(
@@ -263,6 +277,8 @@ class _JobBuilder:
                 st.binary_lines += count
                 local_to_cluster.append(None)
                 continue
+            if key.startswith(FREE):
+                st.free_text_lines += count
             info = table.lookup(key, scan.first_line[lid])
             cid = info.cluster
             local_to_cluster.append(cid)

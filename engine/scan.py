@@ -18,7 +18,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine.fold import fold_block, fold_block_values, key_ids, numbers, spans
+from engine.fold import FreeText, fold_block, fold_block_values, key_ids, numbers, spans
+from engine.freetext import FREE
 from engine.headers import parse_header, timestamp
 from engine.ingest import CHUNK, Chunk, RankFile, ReadReport, iter_chunks
 from engine.iterruns import Run, RunBuilder
@@ -167,12 +168,13 @@ class _KeyTable:
         self.first_pos = np.zeros(64, dtype=np.int64)
         self.last_pos = np.zeros(64, dtype=np.int64)
         self.marker_tok = np.full(64, -1, dtype=np.int64)  # -1: no marker (see _marker_token)
+        self.free = FreeText()  # where nothing repeats, new pre-keys are grouped (engine/freetext.py)
 
     def ids(self, folded: bytes, chunk: Chunk, pos: int) -> np.ndarray:
         """Local ids of the lines of `folded` (the pre-keys of `chunk`, whose first line is line `pos`
         of the file), new pre-keys numbered by first appearance."""
         base = len(self.local)
-        ids, fresh_lines, fresh_keys = key_ids(folded, self.local, max(0, KEY_CAP - base))
+        ids, fresh_lines, fresh_keys = key_ids(folded, self.local, max(0, KEY_CAP - base), self.free)
         self._record(fresh_lines, fresh_keys, chunk, pos, base)
         if len(self.local) >= KEY_CAP and (ids < 0).any():  # crowded: the rest is grouped coarsely
             ids = ids.copy()
@@ -203,7 +205,7 @@ class _KeyTable:
             sc.first_line.append(line)
             sc.last_line.append(line)
             self.first_pos[lid] = pos + i
-            tok = _marker_token(line) if not key.startswith(COARSE) else None  # mixed layouts
+            tok = _marker_token(line) if not key.startswith((COARSE, FREE)) else None  # mixed layouts
             if tok is not None:
                 self.marker_tok[lid] = tok
 

@@ -164,6 +164,11 @@ def _run_phase(name: str, job: Path, engine_root: Path | None = None) -> dict:
     return row
 
 
+def _labelled(row: dict, label: str) -> dict:
+    row["phase"] += label
+    return row
+
+
 def _grep(job: Path) -> dict:
     files = [f.path for f in discover(job).files]
     size = sum(os.path.getsize(p) for p in files)
@@ -175,15 +180,18 @@ def _grep(job: Path) -> dict:
 
 
 def run_speed(job: Path, pool_workers: int | None = None, phases: tuple[str, ...] = PHASES,
-              grep: bool = True, baseline: Path | None = None) -> list[dict]:
+              grep: bool = True, baseline: Path | None = None,
+              against: tuple[str, Path] | None = None) -> list[dict]:
     """`grep -c` (if `grep`) and each of `phases`, one subprocess each, one after the other; with
     `baseline` (another checkout of the repository), each phase is run by that engine right
-    before this one, so that both see the same machine load."""
+    before this one, so that both see the same machine load; with `against` (a profile's name and
+    its job), each phase is run on that job too, right before, and its rows say the profile."""
     rows = [_grep(job)] if grep else []
     for name in phases:
-        if baseline is not None and name != "naive-drain3":
-            rows.append(_run_phase(name, job, baseline))
-        rows.append(_run_phase(name, job))
+        for other in ([(against[1], f" [{against[0]}]")] if against else []) + [(job, "")]:
+            if baseline is not None and name != "naive-drain3":
+                rows.append(_labelled(_run_phase(name, other[0], baseline), other[1]))
+            rows.append(_labelled(_run_phase(name, other[0]), other[1]))
     cores = pool_workers or os.cpu_count() or 1
     for r in rows:
         mbps = r["bytes"] / 1e6 / r["seconds"] if r["seconds"] else 0.0

@@ -1,7 +1,8 @@
 """The jobs of the speed benchmark that are not a training run: where nothing repeats, and layouts.
 
 * `free_text_job`: one rank file of distinct free-text lines (words drawn at random, no numbers),
-  which folding cannot group: Drain's worst case.
+  which folding cannot group: Drain's worst case; `lines` of them, or (lines 0) as many as fill
+  `size` bytes.
 * `random_bytes_job`: one rank file of random bytes (a core dump or a binary written by mistake).
 * `one_file_job`: the rank files of a generated job concatenated, `copies` times, into one rank
   file (one huge file must stream like many small ones).
@@ -15,6 +16,7 @@ picks (and caches, or writes to a scratch folder it deletes afterwards) the job 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -39,20 +41,24 @@ def _job_json(out: Path, job_id: str) -> None:
     (out / "job.json").write_text(json.dumps({"job_id": job_id, "status": "failed", "settings": {}}))
 
 
-def free_text_job(out: Path, lines: int, seed: int = 0) -> Path:
-    """A job of one rank file holding `lines` distinct lines of 4–16 made-up words each."""
+def free_text_job(out: Path, lines: int, seed: int = 0, size: int = 0) -> Path:
+    """A job of one rank file holding `lines` distinct lines of 4–16 made-up words each (with
+    `lines` 0: as many as make `size` bytes)."""
     rng = random.Random(f"l4-free-text:{seed}")
     vocab = sorted({"".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 4)))
                     for _ in range(5000)})
     _job_json(out, out.name)
     (out / "node-0").mkdir(exist_ok=True)
-    seen: set[str] = set()
+    seen: set[bytes] = set()  # digests of the lines written (a set of the lines would hold them all)
+    written = 0
     with open(out / "node-0" / "rank-0.log", "w") as fh:
-        while len(seen) < lines:
+        while len(seen) < lines if lines > 0 else written < size:
             line = " ".join(rng.choice(vocab) for _ in range(rng.randint(4, 16)))
-            if line not in seen:
-                seen.add(line)
+            digest = hashlib.blake2b(line.encode(), digest_size=8).digest()
+            if digest not in seen:
+                seen.add(digest)
                 fh.write(line + "\n")
+                written += len(line) + 1
     return out
 
 
@@ -108,7 +114,7 @@ def linked_job(src: Path, out: Path, size: int) -> Path:
 
 def _job_name(size: int, seed: int, profile: str, layout: str, lines: int) -> str:
     if profile == "free-text":
-        return f"free-text-{lines}-{seed}"
+        return f"free-text-{lines}-{seed}" if lines > 0 else f"free-text-{size}-bytes-{seed}"
     if profile == "random-bytes":
         return f"random-bytes-{size}-{seed}"
     suffix = "" if profile == "repetitive" else f"-{profile}"
@@ -127,7 +133,7 @@ def _make(root: Path, size: int, seed: int, profile: str, layout: str, lines: in
     started = time.perf_counter()
     print(f"generating {job.name} in {root}…", file=sys.stderr)
     if profile == "free-text":
-        free_text_job(job, lines, seed)
+        free_text_job(job, lines, seed, size)
     elif profile == "random-bytes":
         random_bytes_job(job, size, seed)
     elif layout == "one-file":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -109,3 +110,18 @@ def insert_lines(root: Path, node: int, lines_for_rank: Callable[[int], Iterable
         lines = f.read_text(encoding="utf-8").splitlines()
         lines[1:1] = list(lines_for_rank(rank))
         f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pra", "stel", "gor", "phin", "dru",
+              "quel", "ob", "ix", "un", "tor", "mal", "ven", "sil")
+
+
+def prose_lines(count: int, seed: int = 0, prefix: str = "") -> list[str]:
+    """`count` distinct lines of 4–16 made-up words (no digits), each after `prefix`: generated
+    text, prompts or per-step prose that nothing folds into a repeat."""
+    rng = random.Random(f"prose:{seed}")
+    vocab = sorted({"".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))) for _ in range(3000)})
+    out: dict[str, None] = {}
+    while len(out) < count:
+        out[prefix + " ".join(rng.choice(vocab) for _ in range(rng.randint(4, 16)))] = None
+    return list(out)
