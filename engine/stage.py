@@ -84,7 +84,15 @@ def stage_of_template(template: str) -> str | None:
 
 
 def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True) -> str:
-    """The stage in force where the first of `event_ids` (most indicative first) first appears."""
+    """The stage in force where the first of `event_ids` (most indicative first) first appears: the
+    rules' answer combined with the learned stage model (engine/stage_model.py)."""
+    from engine.stage_model import decide  # it reads this module's frames and timeline
+
+    return decide(parsed, event_ids, rule_stage(parsed, event_ids, trust_time=trust_time))
+
+
+def rule_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True) -> str:
+    """The rules' stage where the first of `event_ids` (most indicative first) first appears."""
     if not event_ids:
         return UNKNOWN
     eid = event_ids[0]
