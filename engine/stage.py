@@ -88,7 +88,8 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
     rules' answer combined with the learned stage model (engine/stage_model.py)."""
     from engine.stage_model import decide  # it reads this module's frames and timeline
 
-    return decide(parsed, event_ids, rule_stage(parsed, event_ids, trust_time=trust_time))
+    rule = rule_stage(parsed, event_ids, trust_time=trust_time)
+    return decide(parsed, event_ids, rule, trust_time=trust_time)
 
 
 def rule_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True) -> str:

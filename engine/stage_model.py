@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 
 from engine.headers import parse_header
 from engine.model import ParsedJob
-from engine.stage import _failing_file, _frames, log_stage, progress_stage
+from engine.stage import _failing_file, _frames, _job_stage, log_stage, progress_stage
 from engine.window import Window, read_window
 
 MODEL_FILE = "stage_model.json"
@@ -44,13 +44,14 @@ def words(text: str) -> list[str]:
     return [stem(w.lower()) for w in _WORD.findall(text) if len(w) > 1]
 
 
-_SUFFIXES = ("ing", "ed", "es", "s")
+_SUFFIXES = ("ing", "ed", "es", "e", "s")
 
 
 def stem(word: str) -> str:
-    """The word without one inflection suffix, when at least three letters remain."""
+    """The word without one inflection suffix ("saving", "saved", "saves", "save" → "sav"), when at
+    least three letters remain ("loss", "process" keep their double s)."""
     for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
             return word[: -len(suffix)]
     return word
 
@@ -197,42 +198,50 @@ def combined(how: str, rule: str, timeline_stage: str | None, predicted: str, pr
     raise ValueError(f"unknown stage combination {how!r} (one of {', '.join(COMBINATIONS)})")
 
 
-TIMELINE_KINDS = ("progress", "progress+log")
+TIMELINE_PARTS = ("progress", "log", "job", "init")
 
 
 def timeline_stage(kind: str, timeline: dict[str, str | None]) -> str | None:
-    """The stage the failing rank's own timeline shows: `progress` (a counter or a tqdm bar up to the
-    failure), `progress+log` (that, else the stage its log shows by markers and checkpoint windows,
-    other than init). None: the rank's lines show no timeline."""
-    if kind not in TIMELINE_KINDS:
-        raise ValueError(f"unknown timeline kind {kind!r} (one of {', '.join(TIMELINE_KINDS)})")
-    if timeline.get("progress") is not None:
-        return timeline["progress"]
-    if kind == "progress+log" and timeline.get("log") not in (None, "init"):
-        return timeline["log"]
+    """The stage the job's own timeline shows, read in the order `kind` names ("progress+log+job"):
+    `progress`, a counter or a tqdm bar of the failing rank up to the failure; `log`, the stage its log
+    shows by stage markers and checkpoint windows; `job`, the stage the other ranks' markers show when
+    the failure appears (engine.stage's reading of each). Markers of `init` count only with `+init` (set-up
+    lines precede a failure at any stage in a pasted excerpt). None: no timeline shows a stage."""
+    parts = kind.split("+")
+    if not parts or any(p not in TIMELINE_PARTS for p in parts):
+        raise ValueError(f"unknown timeline kind {kind!r} (parts: {', '.join(TIMELINE_PARTS)})")
+    for part in parts:
+        stage = timeline.get(part) if part != "init" else None
+        if stage is not None and (part == "progress" or stage != "init" or "init" in parts):
+            return stage
     return None
 
 
-def failure_evidence(parsed: ParsedJob, event_ids: list[int]) -> Evidence | None:
+def failure_evidence(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True,
+                     job: bool = True) -> Evidence | None:
     """What the failing rank's lines say around the first of `event_ids`: the failure line, the lines
-    around it, its traceback's frames and its timeline; None when no rank file shows the event or the
-    file cannot be read."""
+    around it, its traceback's frames and its timeline (with `job`, also the other ranks' stage, unless
+    the rank's own progress shows one); None when no rank file shows the event or the file cannot be
+    read."""
     where = _failing_file(parsed, event_ids[0]) if event_ids else None
     window = read_window(*where) if where is not None else None
-    if window is None:
+    if window is None or where is None:
         return None
     failure, after, before, n_before = _split_window(window)
+    timeline = {"progress": progress_stage(window), "log": log_stage(window)}
+    if job and timeline["progress"] is None:  # it scans every template: only when it may matter
+        timeline["job"] = _job_stage(parsed, event_ids[0], trust_time, where[0])
     return Evidence(failure=failure, after=after, before=before, n_before=n_before, frames=_frames(window),
-                    timeline={"progress": progress_stage(window), "log": log_stage(window)})
+                    timeline=timeline)
 
 
-def decide(parsed: ParsedJob, event_ids: list[int], rule: str) -> str:
+def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bool = True) -> str:
     """The stage of the failure: the rule stage `rule` combined with the shipped model as its file's
-    `combine` says (the rules alone when no model is shipped)."""
+    `combine` says (the rules alone when no model is shipped); `trust_time` as for the rules."""
     model = load_model()
     if model is None or model.combine == "rules":
         return rule
-    ev = failure_evidence(parsed, event_ids)
+    ev = failure_evidence(parsed, event_ids, trust_time=trust_time, job="job" in model.timeline.split("+"))
     if ev is None:
         return rule
     shown = timeline_stage(model.timeline, ev.timeline)

@@ -104,7 +104,7 @@ def extract_case(case: Path, truth: dict) -> Record:
     ids = event_ids(parsed[0], [e.template for e in diagnosis.events])
     rule = rule_stage(parsed[0], ids, trust_time=not diagnosis.clock)
     return Record(case=case.name, source=source_group(truth), stage=truth["stage"], rule=rule,
-                  evidence=failure_evidence(parsed[0], ids))
+                  evidence=failure_evidence(parsed[0], ids, trust_time=not diagnosis.clock))
 
 
 def event_ids(parsed, templates: Sequence[str]) -> list[int]:
@@ -162,10 +162,10 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
     if len(lr.classes_) == 2:  # sklearn keeps one row for two classes: the second's log-odds
         coef = np.vstack([-coef[0] / 2, coef[0] / 2])
         icpt = np.array([-icpt[0] / 2, icpt[0] / 2])
-    weights = {f: tuple(round(float(w), 5) for w in coef[:, j]) for f, j in col.items()
-               if np.abs(coef[:, j]).max() >= 1e-5}
+    weights = {f: tuple(round(float(w), 4) for w in coef[:, j]) for f, j in col.items()
+               if np.abs(coef[:, j]).max() >= 1e-4}
     return StageModel(MODEL_VERSION, tuple(str(c) for c in lr.classes_),
-                      tuple(round(float(b), 5) for b in icpt), weights, threshold, combine, timeline)
+                      tuple(round(float(b), 4) for b in icpt), weights, threshold, combine, timeline)
 
 
 @dataclass
@@ -271,6 +271,13 @@ def best_combination(res: CvResult) -> tuple[str, tuple[float, str, float]]:
     return name, res.best[name]
 
 
+def split_answers(records: Sequence[Record], res: CvResult) -> tuple[list[int], list[int]]:
+    """(cases the rules answer, cases the model answers) in the chosen `timeline` combination."""
+    kind = res.best["timeline"][1]
+    ruled = [i for i, r in enumerate(records) if timeline_stage(kind, r.timeline) is not None]
+    return ruled, [i for i in range(len(records)) if i not in set(ruled)]
+
+
 def format_cv(records: Sequence[Record], res: CvResult) -> str:
     """Per stage and per corpus accuracy of each row, then the settings chosen."""
     rows = list(res.scored.values())
@@ -280,7 +287,7 @@ def format_cv(records: Sequence[Record], res: CvResult) -> str:
     for i, r in enumerate(records):
         groups[r.stage].append(i)
         groups["public" if not r.source.startswith("realrun/") else "realrun"].append(i)
-    names = [s for s in STAGES if s in groups] + ["public", "realrun"]
+    names = [g for g in (*STAGES, "public", "realrun") if g in groups]
     for g in names:
         idx = groups[g]
         cells = [f"{sum(s.answers[i] == records[i].stage for i in idx) / len(idx):.2f}" for s in rows]
@@ -297,7 +304,22 @@ def format_cv(records: Sequence[Record], res: CvResult) -> str:
         out.append(f"- {name}: C {c}{extra}, unknown below p {t}")
     chosen, _ = best_combination(res)
     out.append(f"- chosen: {chosen} (by right answers less {res.wrong_cost:g} per wrong one)")
+    if "timeline" in res.best:
+        ruled, learned = split_answers(records, res)
+        answers = res.scored["timeline"].answers
+        for what, idx in (("the rules (a timeline shows; in-sample)", ruled),
+                          ("the model (out of fold)", learned)):
+            right = sum(answers[i] == records[i].stage for i in idx) / max(1, len(idx))
+            out.append(f"- timeline: {len(idx)} cases answered by {what}: {right:.2f} right")
     return "\n".join(out)
+
+
+def model_json(doc: dict) -> str:
+    """The model file's text: the header indented, one line per feature (its weight per class)."""
+    weights = doc["weights"]
+    head = json.dumps({k: v for k, v in doc.items() if k != "weights"}, indent=1)
+    rows = ",\n".join(f"  {json.dumps(f)}: {json.dumps(w)}" for f, w in weights.items())
+    return head[:-2] + ',\n "weights": {\n' + rows + "\n }\n}\n"
 
 
 def train(records: Sequence[Record], out: Path, conf: dict | None = None) -> tuple[StageModel, CvResult]:
@@ -313,6 +335,6 @@ def train(records: Sequence[Record], out: Path, conf: dict | None = None) -> tup
                           "cv_accuracy": {k: round(s.accuracy, 4) for k, s in res.scored.items()},
                           "C": c},
            **body}
-    out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    out.write_text(model_json(doc))
     return model, res
 
