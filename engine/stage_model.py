@@ -2,14 +2,15 @@
 
 Read where the failing rank failed (`engine.window`): the words of the failure line, the frames of
 its traceback (function names split into words, the file's name and folder, the code line), the last
-lines the rank logged before its traceback, and what its timeline shows (`engine.stage`'s progress
-and log stage). A multinomial logistic regression over these binary features, trained by
-`l4 bench stage-model train` (engine/bench/stage_learn.py) on the labelled real cases, is shipped as
-readable weights in data/stage_model.json; predicting is a dot product (no scikit-learn here).
+lines the rank logged before its traceback, and what the job's timeline shows (`engine.stage`'s
+progress, the rank's log stage, the other ranks' stage). A multinomial logistic regression over
+these binary features, trained by `l4 bench stage-model train` (engine/bench/stage_learn.py) on the
+labelled real cases, is shipped as readable weights in data/stage_model.json; predicting is a dot
+product (no scikit-learn here).
 
 `decide` combines it with the rule stage the way leave-one-source-out cross-validation chose
-(the file's `combine` block): where the failing rank's own timeline shows a stage, the rules keep
-it; where only text exists, the model answers, and `unknown` below its calibrated probability.
+(the file's `combine`, `timeline` and `threshold`): where the job's own timeline shows a stage, the
+rules keep it; where only text exists, the model answers, `unknown` below the threshold.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from pathlib import PurePosixPath
 
 from engine.headers import parse_header
 from engine.model import ParsedJob
-from engine.stage import _failing_file, _frames, _job_stage, log_stage, progress_stage
+from engine.stage import (
+    _failing_file,
+    _frames,
+    _job_stage,
+    _own_stream_stage,
+    _sibling_stage,
+    log_stage,
+    progress_stage,
+)
 from engine.window import Window, read_window
 
 MODEL_FILE = "stage_model.json"
@@ -186,8 +195,8 @@ COMBINATIONS = ("rules", "model", "timeline")
 def combined(how: str, rule: str, timeline_stage: str | None, predicted: str, prob: float,
              threshold: float) -> str:
     """The stage a combination gives: `rules` (the rule stage alone), `model` (the model alone,
-    `unknown` below `threshold`), `timeline` (the rule stage where the failing rank's own timeline
-    shows a stage, else the model as in `model`)."""
+    `unknown` below `threshold`), `timeline` (the rule stage where the job's own timeline shows a
+    stage, `timeline_stage`, else the model as in `model`)."""
     learned = predicted if prob >= threshold else UNKNOWN
     if how == "rules":
         return rule
@@ -228,7 +237,10 @@ def failure_evidence(parsed: ParsedJob, event_ids: list[int], *, trust_time: boo
     if window is None or where is None:
         return None
     failure, after, before, n_before = _split_window(window)
-    timeline = {"progress": progress_stage(window), "log": log_stage(window)}
+    # the rank's own lines as the rules read them: before the failure, else its lines a shared console
+    # lists after it, else its other files (its stdout beside its stderr)
+    local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
+    timeline = {"progress": progress_stage(window), "log": local}
     if job and timeline["progress"] is None:  # it scans every template: only when it may matter
         timeline["job"] = _job_stage(parsed, event_ids[0], trust_time, where[0])
     return Evidence(failure=failure, after=after, before=before, n_before=n_before, frames=_frames(window),
