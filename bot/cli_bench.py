@@ -300,3 +300,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     rl = rsub.add_parser("relabel", help="label a corpus again from its logs (no runs)")
     rl.add_argument("corpus")
     rl.set_defaults(func=cmd_realrun_relabel)
+    from bot.cli_stage_model import register as register_stage_model
+
+    register_stage_model(bsub)

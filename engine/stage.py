@@ -84,9 +84,25 @@ def stage_of_template(template: str) -> str | None:
 
 
 def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True) -> str:
-    """The stage in force where the first of `event_ids` (most indicative first) first appears."""
+    """The stage in force where the first of `event_ids` (most indicative first) first appears: the
+    rules' answer combined with the learned stage model (engine/stage_model.py)."""
+    from engine.stage_model import decide  # it reads this module's frames and timeline
+
+    rule, on_job_timeline = _rule_stage(parsed, event_ids, trust_time)
+    if on_job_timeline:  # the failure's place among the other nodes decided: evidence, not words
+        return rule
+    return decide(parsed, event_ids, rule, trust_time=trust_time)
+
+
+def rule_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True) -> str:
+    """The rules' stage where the first of `event_ids` (most indicative first) first appears."""
+    return _rule_stage(parsed, event_ids, trust_time)[0]
+
+
+def _rule_stage(parsed: ParsedJob, event_ids: list[int], trust_time: bool) -> tuple[str, bool]:
+    """`rule_stage`, and whether the job's own timeline across nodes (`_by_job_position`) decided it."""
     if not event_ids:
-        return UNKNOWN
+        return UNKNOWN, False
     eid = event_ids[0]
     where = _failing_file(parsed, eid)
     local = framed = window = None
@@ -97,16 +113,17 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
             died = _death_noticed(parsed.templates[eid].template)
             framed = None if died else frames_evidence(window)
             if framed is not None and not framed[1]:
-                return framed[0]
+                return framed[0], False
             local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
     progressed = progress_stage(window) if window is not None else None
     position = local or progressed
     if died and position is not None:
-        return position
+        return position, False
     stage = _stage_after_frames(parsed, event_ids, trust_time, where, framed, local)
     if progressed is not None and stage in ("init", UNKNOWN):
-        return progressed  # the job had made progress: not in set-up, whatever the error's words
-    return _by_job_position(parsed, stage, where, window, eid)
+        return progressed, False  # the job had made progress: not in set-up, whatever the error's words
+    placed = _by_job_position(parsed, stage, where, window, eid)
+    return placed, placed != stage
 
 
 SETUP_ONLY_LINES = 20  # a rank that logged at most this many lines before its traceback was setting up

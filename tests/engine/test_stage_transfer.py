@@ -8,6 +8,7 @@ from engine.diagnose import diagnose
 from engine.stage import failing_words, failure_hint, frame_words_stage, name_words, progress_stage
 from engine.window import Window
 from tests.helpers.jobs import write_failed_job as _job
+from tests.helpers.stages import rules_stage
 
 
 def test_a_frame_is_read_by_the_words_of_its_function_name():
@@ -93,8 +94,8 @@ def test_a_bar_that_names_its_stage_is_progress_of_that_stage():
 def test_an_error_excerpt_without_progress_stays_as_it_was(tmp_path):
     # the "failed on one of its first lines" rule still holds when nothing shows progress
     console = ["Traceback (most recent call last):", "RuntimeError: Address already in use"]
-    d = diagnose(_job(tmp_path / "j", {"node0/console.log": console}))
-    assert d.stage == "init"
+    # the rules' answer; where only text exists the learned model answers (engine/stage_model.py)
+    assert rules_stage(_job(tmp_path / "j", {"node0/console.log": console})) == "init"
 
 
 def test_lightnings_checkpoint_callback_and_a_finished_run(tmp_path):

@@ -1,0 +1,83 @@
+"""`l4 bench stage-model ...`: learn the stage model from labelled cases (engine/bench/stage_learn.py)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.ingest import JobError
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "engine" / "data" / "stage_model.json"
+
+
+def _records(args: argparse.Namespace) -> list:
+    from engine.bench.stage_learn import extract, load_records
+
+    sources = [Path(s) for s in args.cases]
+    missing = [s for s in sources if not s.exists()]
+    if missing:
+        raise JobError(f"no such file or folder: {missing[0]}")
+    if len(sources) == 1 and sources[0].is_file():
+        try:
+            return load_records(sources[0])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise JobError(f"{sources[0]} is not a records file of `l4 bench stage-model extract`: "
+                           f"{exc}") from None
+    def show(name: str) -> None:
+        if args.verbose:
+            print(f"extracted {name}", file=sys.stderr)
+
+    records = extract(sources, on_case=show)
+    if not records:
+        raise JobError("no usable labelled cases (truth.json with a stage and a source) under "
+                       + ", ".join(map(str, sources)))
+    return records
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    from engine.bench.stage_learn import save_records
+
+    records = _records(args)
+    save_records(records, Path(args.out))
+    print(f"{len(records)} cases written to {args.out}")
+    return 0
+
+
+def cmd_cv(args: argparse.Namespace) -> int:
+    from engine.bench.stage_learn import cross_validate, format_cv
+
+    records = _records(args)
+    print(format_cv(records, cross_validate(records)))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from engine.bench.stage_learn import best_combination, format_cv, train
+
+    records = _records(args)
+    model, res = train(records, Path(args.out))
+    print(format_cv(records, res))
+    name, _ = best_combination(res)
+    print(f"\nwrote {args.out}: {len(model.weights)} features, combination {name}")
+    return 0
+
+
+def register(bsub: argparse._SubParsersAction) -> None:
+    sm = bsub.add_parser("stage-model", help="learn the stage model from labelled real cases")
+    ssub = sm.add_subparsers(dest="stage_model_command", required=True)
+    helps = {
+        "extract": ("run the engine on the cases and write their features (minutes)", cmd_extract),
+        "cv": ("leave-one-source-out cross-validation: rules, model, combinations, per stage", cmd_cv),
+        "train": ("pick the combination by cross-validation, fit on every case, write the model", cmd_train),
+    }
+    for name, (text, func) in helps.items():
+        p = ssub.add_parser(name, help=text)
+        p.add_argument("cases", nargs="+",
+                       help="case folders (tests/fixtures/public_logs tests/fixtures/realrun …; held-out "
+                            "test halves are skipped) or one records file of `extract`")
+        p.add_argument("-v", "--verbose", action="store_true", help="one line per extracted case on stderr")
+        if name == "extract":
+            p.add_argument("-o", "--out", required=True, help="records file to write (JSON)")
+        if name == "train":
+            p.add_argument("-o", "--out", default=str(DEFAULT_OUT), help="model file to write")
+        p.set_defaults(func=func)

@@ -1,0 +1,340 @@
+"""Learning the stage model from labelled cases (`l4 bench stage-model extract|cv|train`).
+
+`extract` runs the engine on every usable case (truth.json with a stage and a `source`; the held-out
+test halves of data/stage_learn.yaml and the synthetic generator's cases are skipped) and keeps, per
+case, the features of the failure (`engine.stage_model.features`), the rule stage and the failing
+rank's timeline. `cv` scores the rules, the model alone and their combinations by leave-one-source-out
+cross-validation: a source is the repository or thread family (truth `source` up to its "#", a
+real-run program style), so no two cases of one source sit on both sides of a split. `train` picks the
+regularisation, the combination and the `unknown` threshold by that cross-validation, fits the model
+on every case and writes it as readable JSON (engine/data/stage_model.json).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.bench.evaluate import case_dirs, history_dirs, source_group
+from engine.stage_model import (
+    UNKNOWN,
+    Evidence,
+    StageModel,
+    combined,
+    evidence_from_dict,
+    failure_evidence,
+    features,
+    timeline_stage,
+)
+
+MODEL_VERSION = 1
+STAGES = ("init", "data_loading", "model_loading", "training", "checkpointing", "teardown")
+DATA = Path(__file__).parent / "data" / "stage_learn.yaml"
+
+
+def settings() -> dict:
+    import yaml
+
+    data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or "version" not in data:
+        raise ValueError(f"{DATA} has no version")
+    return data
+
+
+@dataclass
+class Record:
+    case: str
+    source: str
+    stage: str  # the label
+    rule: str  # the rule stage (engine.stage.rule_stage)
+    evidence: Evidence | None  # None: no rank file showed the first event
+    features: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.features = features(self.evidence) if self.evidence is not None else set()
+
+    @property
+    def timeline(self) -> dict[str, str | None]:
+        return self.evidence.timeline if self.evidence is not None else {"progress": None, "log": None}
+
+    def to_dict(self) -> dict:
+        return {"case": self.case, "source": self.source, "stage": self.stage, "rule": self.rule,
+                "evidence": self.evidence.to_dict() if self.evidence is not None else None}
+
+
+def corpus_of(truth: dict) -> str:
+    return "realrun" if str(truth.get("source") or "").startswith("realrun/") else "public"
+
+
+def held_out(truth: dict, rules: Sequence[dict]) -> bool:
+    """A case of a held-out test half (never read for training or cross-validation)."""
+    facts = {**truth, "corpus": corpus_of(truth)}
+    return any(all(facts.get(k) == v for k, v in rule.items()) for rule in rules)
+
+
+def usable_cases(roots: Iterable[Path], rules: Sequence[dict]) -> list[tuple[Path, dict]]:
+    """(case folder, truth) of the labelled real cases under `roots`, each once, held-out halves and
+    cases without a source (the synthetic generator's) left out."""
+    seen: set[Path] = set()
+    out = []
+    for root in roots:
+        for case in case_dirs(Path(root)):
+            real = case.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            truth = json.loads((case / "truth.json").read_text())
+            if held_out(truth, rules) or not truth.get("source") or truth.get("stage") not in STAGES:
+                continue
+            out.append((case, truth))
+    return out
+
+
+def extract_case(case: Path, truth: dict) -> Record:
+    """Run the engine on one case and keep what the model and the combinations read."""
+    from engine.diagnose import analyze
+    from engine.parse import parse_jobs
+    from engine.stage import rule_stage
+
+    parsed = parse_jobs([case / "failed", *history_dirs(case)])
+    diagnosis = analyze(parsed[0], parsed[1:])
+    ids = event_ids(parsed[0], [e.template for e in diagnosis.events])
+    rule = rule_stage(parsed[0], ids, trust_time=not diagnosis.clock)
+    return Record(case=case.name, source=source_group(truth), stage=truth["stage"], rule=rule,
+                  evidence=failure_evidence(parsed[0], ids, trust_time=not diagnosis.clock))
+
+
+def event_ids(parsed, templates: Sequence[str]) -> list[int]:
+    """The event ids of a diagnosis's events (by their templates, in order)."""
+    index: dict[str, list[int]] = defaultdict(list)
+    for i, t in enumerate(parsed.templates):
+        index[t.template].append(i)
+    return [index[t].pop(0) for t in templates if index.get(t)]
+
+
+def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None) -> list[Record]:
+    out = []
+    for case, truth in usable_cases(roots, settings()["held_out"]):
+        out.append(extract_case(case, truth))
+        if on_case:
+            on_case(case.name)
+    return out
+
+
+def save_records(records: Sequence[Record], path: Path) -> None:
+    path.write_text(json.dumps({"version": MODEL_VERSION, "records": [r.to_dict() for r in records]},
+                               indent=0) + "\n")
+
+
+def load_records(path: Path) -> list[Record]:
+    data = json.loads(path.read_text())
+    return [Record(case=r["case"], source=r["source"], stage=r["stage"], rule=r["rule"],
+                   evidence=evidence_from_dict(r["evidence"]) if r.get("evidence") else None)
+            for r in data["records"]]
+
+
+# --- fitting -----------------------------------------------------------------------------------
+
+def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0, combine: str = "model",
+        timeline: str = "progress") -> StageModel:
+    """A multinomial logistic regression over the binary features seen in at least `min_df` cases."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    counts = Counter(f for r in records for f in r.features)
+    vocab = sorted(f for f, n in counts.items() if n >= min_df)
+    col = {f: j for j, f in enumerate(vocab)}
+    x = np.zeros((len(records), len(vocab)))
+    for i, r in enumerate(records):
+        for f in r.features:
+            if f in col:
+                x[i, col[f]] = 1.0
+    y = [r.stage for r in records]
+    classes = sorted(set(y))
+    if len(classes) == 1:  # nothing to weigh: one stage, certain
+        return StageModel(MODEL_VERSION, tuple(classes), (0.0,), {}, threshold, combine, timeline)
+    lr = LogisticRegression(C=c, max_iter=5000)
+    lr.fit(x, y)
+    coef, icpt = lr.coef_, lr.intercept_
+    if len(lr.classes_) == 2:  # sklearn keeps one row for two classes: the second's log-odds
+        coef = np.vstack([-coef[0] / 2, coef[0] / 2])
+        icpt = np.array([-icpt[0] / 2, icpt[0] / 2])
+    weights = {f: tuple(round(float(w), 4) for w in coef[:, j]) for f, j in col.items()
+               if np.abs(coef[:, j]).max() >= 1e-4}
+    return StageModel(MODEL_VERSION, tuple(str(c) for c in lr.classes_),
+                      tuple(round(float(b), 4) for b in icpt), weights, threshold, combine, timeline)
+
+
+@dataclass
+class Fold:
+    """Out-of-fold predictions of one model configuration: per record, (stage, probability)."""
+    c: float
+    predictions: list[tuple[str, float]]
+
+
+def loso_folds(records: Sequence[Record]) -> list[tuple[list[int], list[int]]]:
+    """(train indices, held-out indices) per source: every source is held out once, whole."""
+    by_source: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        by_source[r.source].append(i)
+    return [([i for i in range(len(records)) if records[i].source != s], held)
+            for s, held in sorted(by_source.items())]
+
+
+def cross_predict(records: Sequence[Record], c: float, min_df: int) -> Fold:
+    preds: list[tuple[str, float] | None] = [None] * len(records)
+    for train, held in loso_folds(records):
+        model = fit([records[i] for i in train], c, min_df)
+        for i in held:
+            preds[i] = model.predict(records[i].features)
+    return Fold(c=c, predictions=[p for p in preds if p is not None])
+
+
+@dataclass
+class Scored:
+    name: str
+    answers: list[str]
+    right: int
+    wrong: int
+    abstained: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.right / max(1, len(self.answers))
+
+
+def score(name: str, records: Sequence[Record], answers: list[str]) -> Scored:
+    right = sum(a == r.stage for a, r in zip(answers, records, strict=True))
+    abstained = sum(a == UNKNOWN for a in answers)
+    return Scored(name, answers, right, len(answers) - right - abstained, abstained)
+
+
+def answers_of(records: Sequence[Record], fold: Fold, combine: str, timeline: str,
+               threshold: float) -> list[str]:
+    return [combined(combine, r.rule, timeline_stage(timeline, r.timeline), p, prob, threshold)
+            for r, (p, prob) in zip(records, fold.predictions, strict=True)]
+
+
+CANDIDATES = ("model", "timeline")  # the combinations cross-validation chooses from
+
+
+@dataclass
+class CvResult:
+    folds: dict[float, Fold]
+    best: dict[str, tuple[float, str, float]]  # combination -> (C, timeline kind, threshold) chosen
+    scored: dict[str, Scored]  # row name -> scores with the chosen settings
+    wrong_cost: float = 1.0
+
+
+def utility(s: Scored, wrong_cost: float) -> tuple[float, int]:
+    """What a configuration is chosen by: right answers less `wrong_cost` per wrong one (a wrong stage is
+    worse than none, CONTRACTS.md §5); ties: fewer wrong answers."""
+    return s.right - wrong_cost * s.wrong, -s.wrong
+
+
+def cross_validate(records: Sequence[Record], conf: dict | None = None) -> CvResult:
+    """Leave-one-source-out: every C, combination, timeline kind and threshold of the settings; the best
+    of each combination by `utility`. The rules are scored beside them but are no candidate: they were
+    written looking at these very cases, so their figure here is in-sample, not a transfer estimate."""
+    from threadpoolctl import threadpool_limits
+
+    conf = conf or settings()
+    cost = float(conf["wrong_cost"])
+    with threadpool_limits(1):  # small fits: BLAS threads only contend (seconds become minutes on a busy box)
+        folds = {c: cross_predict(records, c, conf["min_df"]) for c in conf["C"]}
+    best: dict[str, tuple[float, str, float]] = {}
+    scored: dict[str, Scored] = {"rules (in-sample)": score("rules (in-sample)", records,
+                                                             [r.rule for r in records])}
+    for combine in CANDIDATES:
+        kinds = conf["timeline_kinds"] if combine == "timeline" else ["progress"]
+        options = []
+        for c, fold in folds.items():
+            for kind in kinds:
+                for t in conf["thresholds"]:
+                    s = score(combine, records, answers_of(records, fold, combine, kind, t))
+                    options.append((utility(s, cost), (c, kind, t), s))
+        _, chosen, s = max(options, key=lambda o: o[0])
+        best[combine] = chosen
+        scored[combine] = s
+        c0, kind0, _ = chosen
+        name = f"{combine}, never unknown"
+        scored[name] = score(name, records, answers_of(records, folds[c0], combine, kind0, 0.0))
+    return CvResult(folds=folds, best=best, scored=scored, wrong_cost=cost)
+
+
+def best_combination(res: CvResult) -> tuple[str, tuple[float, str, float]]:
+    """The combination to ship: the candidate of the best `utility` in cross-validation."""
+    name = max(res.best, key=lambda n: utility(res.scored[n], res.wrong_cost))
+    return name, res.best[name]
+
+
+def split_answers(records: Sequence[Record], res: CvResult) -> tuple[list[int], list[int]]:
+    """(cases the rules answer, cases the model answers) in the chosen `timeline` combination."""
+    kind = res.best["timeline"][1]
+    ruled = [i for i, r in enumerate(records) if timeline_stage(kind, r.timeline) is not None]
+    return ruled, [i for i in range(len(records)) if i not in set(ruled)]
+
+
+def format_cv(records: Sequence[Record], res: CvResult) -> str:
+    """Per stage and per corpus accuracy of each row, then the settings chosen."""
+    rows = list(res.scored.values())
+    head = "| stage | cases | " + " | ".join(s.name for s in rows) + " |"
+    out = ["#### Stage by leave-one-source-out cross-validation", "", head, "|" + "---|" * (len(rows) + 2)]
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        groups[r.stage].append(i)
+        groups["public" if not r.source.startswith("realrun/") else "realrun"].append(i)
+    names = [g for g in (*STAGES, "public", "realrun") if g in groups]
+    for g in names:
+        idx = groups[g]
+        cells = [f"{sum(s.answers[i] == records[i].stage for i in idx) / len(idx):.2f}" for s in rows]
+        label = g if g in STAGES else f"*{g} cases*"
+        out.append(f"| {label} | {len(idx)} | " + " | ".join(cells) + " |")
+    out.append(f"| **all** | {len(records)} | " + " | ".join(f"**{s.accuracy:.2f}**" for s in rows) + " |")
+    out.append("| abstained | | " + " | ".join(f"{s.abstained / len(records):.2f}" for s in rows) + " |")
+    out.append("| wrong | | " + " | ".join(f"{s.wrong / len(records):.2f}" for s in rows) + " |")
+    out.append("")
+    sources = len({r.source for r in records})
+    out.append(f"{len(records)} cases, {sources} sources (folds).")
+    for name, (c, kind, t) in res.best.items():
+        extra = f", timeline {kind}" if name == "timeline" else ""
+        out.append(f"- {name}: C {c}{extra}, unknown below p {t}")
+    chosen, _ = best_combination(res)
+    out.append(f"- chosen: {chosen} (by right answers less {res.wrong_cost:g} per wrong one)")
+    if "timeline" in res.best:
+        ruled, learned = split_answers(records, res)
+        answers = res.scored["timeline"].answers
+        for what, idx in (("the rules (a timeline shows; in-sample)", ruled),
+                          ("the model (out of fold)", learned)):
+            right = sum(answers[i] == records[i].stage for i in idx) / max(1, len(idx))
+            out.append(f"- timeline: {len(idx)} cases answered by {what}: {right:.2f} right")
+    return "\n".join(out)
+
+
+def model_json(doc: dict) -> str:
+    """The model file's text: the header indented, one line per feature (its weight per class)."""
+    weights = doc["weights"]
+    head = json.dumps({k: v for k, v in doc.items() if k != "weights"}, indent=1)
+    rows = ",\n".join(f"  {json.dumps(f)}: {json.dumps(w)}" for f, w in weights.items())
+    return head[:-2] + ',\n "weights": {\n' + rows + "\n }\n}\n"
+
+
+def train(records: Sequence[Record], out: Path, conf: dict | None = None) -> tuple[StageModel, CvResult]:
+    """Cross-validate, fit the chosen configuration on every record, write it to `out`."""
+    conf = conf or settings()
+    res = cross_validate(records, conf)
+    name, (c, kind, t) = best_combination(res)
+    model = fit(records, c, conf["min_df"], threshold=t, combine=name, timeline=kind)
+    body = model.to_dict()
+    doc = {"about": "engine/stage_model.py: stage = softmax(intercept + sum of the weights of the features "
+                    "present); trained by `l4 bench stage-model train` (engine/bench/stage_learn.py)",
+           "trained_on": {"cases": len(records), "sources": len({r.source for r in records}),
+                          "cv_accuracy": {k: round(s.accuracy, 4) for k, s in res.scored.items()},
+                          "C": c},
+           **body}
+    out.write_text(model_json(doc))
+    return model, res
+

@@ -1,0 +1,263 @@
+"""The learned stage model: which stage the failing rank's own words point to, with a probability.
+
+Read where the failing rank failed (`engine.window`): the words of the failure line, the frames of
+its traceback (function names split into words, the file's name and folder, the code line), the last
+lines the rank logged before its traceback, and what the job's timeline shows (`engine.stage`'s
+progress, the rank's log stage, the other ranks' stage). A multinomial logistic regression over
+these binary features, trained by `l4 bench stage-model train` (engine/bench/stage_learn.py) on the
+labelled real cases, is shipped as readable weights in data/stage_model.json; predicting is a dot
+product (no scikit-learn here).
+
+`decide` combines it with the rule stage the way leave-one-source-out cross-validation chose
+(the file's `combine`, `timeline` and `threshold`): where the job's own timeline shows a stage, the
+rules keep it; where only text exists, the model answers, `unknown` below the threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import PurePosixPath
+
+from engine.headers import parse_header
+from engine.model import ParsedJob
+from engine.stage import (
+    _failing_file,
+    _frames,
+    _job_stage,
+    _own_stream_stage,
+    _sibling_stage,
+    log_stage,
+    progress_stage,
+)
+from engine.window import Window, read_window
+
+MODEL_FILE = "stage_model.json"
+UNKNOWN = "unknown"
+BEFORE_LINES = 20  # lines the rank logged before its traceback that are read
+AFTER_LINES = 6  # lines after the failure line that are read
+KEEP_BEFORE, KEEP_AFTER = 40, 12  # lines kept in the evidence (training records), at least the above
+MAX_FRAMES = 12  # innermost frames read
+_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])")
+_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)')
+_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased stems of the words of two letters or more (camelCase split; digits and punctuation
+    dropped; "saving", "saved", "saves" → "sav")."""
+    return [stem(w.lower()) for w in _WORD.findall(text) if len(w) > 1]
+
+
+_SUFFIXES = ("ing", "ed", "es", "e", "s")
+
+
+def stem(word: str) -> str:
+    """The word without one inflection suffix ("saving", "saved", "saves", "save" → "sav"), when at
+    least three letters remain ("loss", "process" keep their double s)."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
+
+
+def _lines_before_bucket(n: int) -> str:
+    for top, name in ((0, "0"), (3, "1-3"), (20, "4-20"), (200, "21-200")):
+        if n <= top:
+            return name
+    return "200+"
+
+
+Frame = tuple[str, str, str]  # (file, function, code line), as engine.stage reads them
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the model reads of one failure (plain data: the training records keep it as JSON)."""
+    failure: str  # the failure line's message
+    after: list[str]  # the messages of the lines after it (an exception's message, its traceback)
+    before: list[str]  # the last messages the rank logged before the traceback that ends at the failure
+    n_before: int  # how many messages came before it in the window
+    frames: list[Frame]  # the failing traceback's frames, innermost first
+    timeline: dict[str, str | None]  # "progress", "log": engine.stage's reading of the rank's lines
+
+    def to_dict(self) -> dict:
+        return {"failure": self.failure, "after": self.after, "before": self.before,
+                "n_before": self.n_before, "frames": [list(f) for f in self.frames],
+                "timeline": self.timeline}
+
+
+def evidence_from_dict(d: dict) -> Evidence:
+    return Evidence(failure=str(d["failure"]), after=list(d["after"]), before=list(d["before"]),
+                    n_before=int(d["n_before"]), frames=[(str(a), str(b), str(c)) for a, b, c in d["frames"]],
+                    timeline=dict(d["timeline"]))
+
+
+def features(ev: Evidence) -> set[str]:
+    """The binary features of one failure: `e:` words of the failure line (and `a:` of the lines after
+    it), `fn:`/`ff:`/`c:` words of its frames' function names, file names and code lines, `b:` words of
+    the lines logged before the traceback, `w:` each of these words wherever it stands, `tl:` the
+    timeline's stages, `pos:` how many lines came before."""
+    out: set[str] = set()
+    out.update(f"e:{w}" for w in words(ev.failure))
+    for line in ev.after[:AFTER_LINES]:
+        out.update(f"a:{w}" for w in words(line))
+    for file, func, code in ev.frames[:MAX_FRAMES]:
+        out.update(f"fn:{w}" for w in words(func.replace("_", " ")))
+        path = PurePosixPath(file.replace("\\", "/"))
+        out.update(f"ff:{w}" for w in words(f"{path.parent.name} {path.stem}".replace("_", " ")))
+        out.update(f"c:{w}" for w in words(code))
+    for line in ev.before[-BEFORE_LINES:]:
+        out.update(f"b:{w}" for w in words(line))
+    out |= {"w:" + f.split(":", 1)[1] for f in out}  # each word wherever it stands too: few cases
+    out.add(f"pos:{_lines_before_bucket(ev.n_before)}")
+    for name, stage in sorted(ev.timeline.items()):
+        out.add(f"tl:{name}={stage or 'none'}")
+    return out
+
+
+def _split_window(window: Window) -> tuple[str, list[str], list[str], int]:
+    """(failure message, messages after it, messages before the traceback that ends at it, their count):
+    the traceback's frames, code lines and header are the frames' features, not the rank's log."""
+    if not window.lines:
+        return "", [], [], 0
+    at = min(max(window.at, 0), len(window.lines) - 1)
+    msgs = [parse_header(x).message for x in window.lines[: at + 1 + KEEP_AFTER]]
+    i = at - 1
+    while i >= 0 and (_FRAME.match(msgs[i]) or _TRACEBACK.match(msgs[i]) or msgs[i].startswith(("^", "~"))
+                      or (i > 0 and _FRAME.match(msgs[i - 1]))):
+        i -= 1
+    before = [m for m in msgs[: i + 1] if m]
+    return msgs[at], [m for m in msgs[at + 1:] if m], before[-KEEP_BEFORE:], len(before)
+
+
+@dataclass(frozen=True)
+class StageModel:
+    version: int
+    classes: tuple[str, ...]
+    intercept: tuple[float, ...]
+    weights: dict[str, tuple[float, ...]]
+    threshold: float  # below this probability the model's answer is `unknown`
+    combine: str  # how the model and the rules are combined (see `combined`)
+    timeline: str = "progress"  # which timeline evidence lets the rules keep their answer (`timeline_stage`)
+
+    def probabilities(self, feats: set[str]) -> dict[str, float]:
+        """P(stage | features): softmax of the intercept plus the weights of the features present."""
+        scores = list(self.intercept)
+        for f in feats:
+            w = self.weights.get(f)
+            if w is not None:
+                scores = [s + x for s, x in zip(scores, w, strict=True)]
+        top = max(scores)
+        exp = [math.exp(s - top) for s in scores]
+        total = sum(exp)
+        return {c: e / total for c, e in zip(self.classes, exp, strict=True)}
+
+    def predict(self, feats: set[str]) -> tuple[str, float]:
+        """(most probable stage, its probability)."""
+        probs = self.probabilities(feats)
+        best = max(probs, key=lambda c: probs[c])
+        return best, probs[best]
+
+    def to_dict(self) -> dict:
+        return {"version": self.version, "classes": list(self.classes), "intercept": list(self.intercept),
+                "threshold": self.threshold, "combine": self.combine, "timeline": self.timeline,
+                "weights": {f: list(w) for f, w in sorted(self.weights.items())}}
+
+
+def model_from_dict(d: dict) -> StageModel:
+    classes = tuple(str(c) for c in d["classes"])
+    weights = {str(f): tuple(float(x) for x in w) for f, w in d["weights"].items()}
+    if any(len(w) != len(classes) for w in weights.values()) or len(d["intercept"]) != len(classes):
+        raise ValueError("stage model: every weight row needs one number per class")
+    return StageModel(version=int(d["version"]), classes=classes,
+                      intercept=tuple(float(x) for x in d["intercept"]), weights=weights,
+                      threshold=float(d.get("threshold", 0.0)), combine=str(d.get("combine", "rules")),
+                      timeline=str(d.get("timeline", "progress")))
+
+
+@lru_cache(maxsize=1)
+def load_model() -> StageModel | None:
+    """The shipped model (data/stage_model.json); None when the package has none."""
+    ref = resources.files("engine").joinpath("data").joinpath(MODEL_FILE)
+    if not ref.is_file():
+        return None
+    return model_from_dict(json.loads(ref.read_text(encoding="utf-8")))
+
+
+COMBINATIONS = ("rules", "model", "timeline")
+
+
+def combined(how: str, rule: str, timeline_stage: str | None, predicted: str, prob: float,
+             threshold: float) -> str:
+    """The stage a combination gives: `rules` (the rule stage alone), `model` (the model alone,
+    `unknown` below `threshold`), `timeline` (the rule stage where the job's own timeline shows a
+    stage, `timeline_stage`, else the model as in `model`)."""
+    learned = predicted if prob >= threshold else UNKNOWN
+    if how == "rules":
+        return rule
+    if how == "model":
+        return learned
+    if how == "timeline":
+        return rule if timeline_stage is not None else learned
+    raise ValueError(f"unknown stage combination {how!r} (one of {', '.join(COMBINATIONS)})")
+
+
+TIMELINE_PARTS = ("progress", "log", "job", "init")
+
+
+def timeline_stage(kind: str, timeline: dict[str, str | None]) -> str | None:
+    """The stage the job's own timeline shows, read in the order `kind` names ("progress+log+job"):
+    `progress`, a counter or a tqdm bar of the failing rank up to the failure; `log`, the stage its log
+    shows by stage markers and checkpoint windows; `job`, the stage the other ranks' markers show when
+    the failure appears (engine.stage's reading of each). Markers of `init` count only with `+init` (set-up
+    lines precede a failure at any stage in a pasted excerpt). None: no timeline shows a stage."""
+    parts = kind.split("+")
+    if not parts or any(p not in TIMELINE_PARTS for p in parts):
+        raise ValueError(f"unknown timeline kind {kind!r} (parts: {', '.join(TIMELINE_PARTS)})")
+    for part in parts:
+        stage = timeline.get(part) if part != "init" else None
+        if stage is not None and (part == "progress" or stage != "init" or "init" in parts):
+            return stage
+    return None
+
+
+def failure_evidence(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True,
+                     job: bool = True) -> Evidence | None:
+    """What the failing rank's lines say around the first of `event_ids`: the failure line, the lines
+    around it, its traceback's frames and its timeline (with `job`, also the other ranks' stage, unless
+    the rank's own progress shows one); None when no rank file shows the event or the file cannot be
+    read."""
+    where = _failing_file(parsed, event_ids[0]) if event_ids else None
+    window = read_window(*where) if where is not None else None
+    if window is None or where is None:
+        return None
+    failure, after, before, n_before = _split_window(window)
+    # the rank's own lines as the rules read them: before the failure, else its lines a shared console
+    # lists after it, else its other files (its stdout beside its stderr)
+    local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
+    timeline = {"progress": progress_stage(window), "log": local}
+    if job and timeline["progress"] is None:  # it scans every template: only when it may matter
+        timeline["job"] = _job_stage(parsed, event_ids[0], trust_time, where[0])
+    return Evidence(failure=failure, after=after, before=before, n_before=n_before, frames=_frames(window),
+                    timeline=timeline)
+
+
+def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bool = True) -> str:
+    """The stage of the failure: the rule stage `rule` combined with the shipped model as its file's
+    `combine` says (the rules alone when no model is shipped); `trust_time` as for the rules."""
+    model = load_model()
+    if model is None or model.combine == "rules":
+        return rule
+    ev = failure_evidence(parsed, event_ids, trust_time=trust_time, job="job" in model.timeline.split("+"))
+    if ev is None:
+        return rule
+    shown = timeline_stage(model.timeline, ev.timeline)
+    if model.combine == "timeline" and shown is not None:
+        return rule
+    predicted, prob = model.predict(features(ev))
+    return combined(model.combine, rule, shown, predicted, prob, model.threshold)

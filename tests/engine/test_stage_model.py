@@ -1,0 +1,161 @@
+"""The learned stage model (engine/stage_model.py) and its training (engine/bench/stage_learn.py,
+`l4 bench stage-model`)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.bench.stage_learn import STAGES, Record, held_out, loso_folds, settings, usable_cases
+from engine.diagnose import diagnose
+from engine.stage_model import (
+    COMBINATIONS,
+    Evidence,
+    combined,
+    evidence_from_dict,
+    features,
+    load_model,
+    model_from_dict,
+    stem,
+    timeline_stage,
+    words,
+)
+from tests.helpers.jobs import write_failed_job
+
+REPO = Path(__file__).resolve().parents[2]
+
+# public dev case dataset-path-missing-reid-214 (tests/fixtures/public_logs), shortened
+DATASET_PASTE = [
+    "python train.py --gpu_ids 0 --name ft_ResNet50 --train_all --batchsize 32  --data_dir your_data_path",
+    "Traceback (most recent call last):",
+    '  File "train.py", line 120, in <module>',
+    "    data_transforms['train'])",
+    '  File "/home/u/anaconda3/lib/python3.7/site-packages/torchvision/datasets/folder.py", line 94, in '
+    "__init__",
+    "    classes, class_to_idx = self._find_classes(self.root)",
+    '  File "/home/u/anaconda3/lib/python3.7/site-packages/torchvision/datasets/folder.py", line 121, in '
+    "_find_classes",
+    "    classes = [d.name for d in os.scandir(dir) if d.is_dir()]",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'your_data_path/train_all'",
+]
+
+
+def test_the_shipped_model_loads_as_plain_data():
+    model = load_model()
+    assert model is not None
+    assert set(model.classes) <= set(STAGES) and len(model.classes) == len(STAGES)
+    assert model.combine in COMBINATIONS and 0.0 <= model.threshold < 1.0
+    timeline_stage(model.timeline, {})  # a kind it knows
+    assert all(len(w) == len(model.classes) for w in model.weights.values())
+    text = (REPO / "engine" / "data" / "stage_model.json").read_text()
+    assert model_from_dict(json.loads(text)) == model
+
+
+def test_loading_and_predicting_need_no_scikit_learn():
+    code = ("import sys; from engine.stage_model import load_model; m = load_model(); "
+            "m.predict({'e:checkpoint'}); print('sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "False"
+
+
+def test_the_model_reads_a_known_dev_paste_as_data_loading(tmp_path):
+    job = write_failed_job(tmp_path / "job", {"node0/console.log": DATASET_PASTE})
+    ev = Evidence(failure=DATASET_PASTE[-1], after=[], before=[DATASET_PASTE[0]], n_before=1,
+                  frames=[("/home/u/anaconda3/lib/python3.7/site-packages/torchvision/datasets/folder.py",
+                           "_find_classes", "classes = [d.name for d in os.scandir(dir) if d.is_dir()]"),
+                          ("/home/u/anaconda3/lib/python3.7/site-packages/torchvision/datasets/folder.py",
+                           "__init__", "classes, class_to_idx = self._find_classes(self.root)"),
+                          ("train.py", "<module>", "data_transforms['train'])")],
+                  timeline={"progress": None, "log": None, "job": None})
+    predicted, prob = load_model().predict(features(ev))
+    assert predicted == "data_loading" and prob > 0.5
+    assert diagnose(job).stage == "data_loading"
+
+
+def test_features_are_words_of_each_place_and_the_timeline():
+    frame = ("/x/checkpointing/writer.py", "save_checkpoint", "torch.save(state, f)")
+    ev = Evidence(failure="OSError: No space left on device", after=["while saving"],
+                  before=["iter 3 loss 2.1"], n_before=1, frames=[frame],
+                  timeline={"progress": "training", "log": None})
+    f = features(ev)
+    assert {"e:spac", "a:sav", "b:loss", "fn:sav", "fn:checkpoint", "ff:checkpoint", "c:torch"} <= f
+    assert {"w:sav", "w:spac", "tl:progress=training", "tl:log=none", "pos:1-3"} <= f
+    assert evidence_from_dict(json.loads(json.dumps(ev.to_dict()))) == ev
+    assert words("loadStateDict saving") == ["load", "stat", "dict", "sav"]
+    assert [stem(w) for w in ("saves", "save", "saved", "is", "loss")] == ["sav", "sav", "sav", "is", "loss"]
+
+
+def test_combinations_and_timeline_kinds():
+    assert combined("rules", "init", None, "training", 0.9, 0.5) == "init"
+    assert combined("model", "init", None, "training", 0.9, 0.5) == "training"
+    assert combined("model", "init", None, "training", 0.4, 0.5) == "unknown"
+    assert combined("timeline", "init", "training", "training", 0.9, 0.5) == "init"  # a timeline: the rules
+    assert combined("timeline", "init", None, "data_loading", 0.9, 0.5) == "data_loading"
+    tl = {"progress": None, "log": "init", "job": "training"}
+    assert timeline_stage("progress", tl) is None
+    assert timeline_stage("progress+log", tl) is None  # set-up markers precede a failure at any stage
+    assert timeline_stage("progress+log+init", tl) == "init"
+    assert timeline_stage("progress+log+job", tl) == "training"
+    assert timeline_stage("progress", {"progress": "training"}) == "training"
+    with pytest.raises(ValueError):
+        timeline_stage("progress+calendar", tl)
+
+
+def _record(case: str, source: str, stage_: str) -> Record:
+    return Record(case=case, source=source, stage=stage_, rule=stage_, evidence=None)
+
+
+def test_cross_validation_never_puts_one_source_on_both_sides():
+    records = [_record(f"c{i}", f"github/o/r{i % 4}", STAGES[i % 3]) for i in range(13)]
+    records.append(_record("rr", "realrun/ddp", "training"))
+    folds = loso_folds(records)
+    assert len(folds) == 5
+    seen = []
+    for train, held in folds:
+        held_sources = {records[i].source for i in held}
+        assert len(held_sources) == 1
+        assert held_sources.isdisjoint(records[i].source for i in train)
+        assert sorted(train + held) == list(range(len(records)))
+        seen += held
+    assert sorted(seen) == list(range(len(records)))
+
+
+def test_the_held_out_test_halves_are_never_read():
+    rules = settings()["held_out"]
+    assert held_out({"source": "github/a/b#1", "wave": 2, "split": "test"}, rules)
+    assert held_out({"source": "realrun/ddp", "wave": 3, "split": "test"}, rules)
+    assert not held_out({"source": "github/a/b#1", "wave": 2, "split": "dev"}, rules)
+    assert not held_out({"source": "realrun/ddp", "wave": 2, "split": "test"}, rules)  # real-run wave 2: all
+    assert not held_out({"source": "github/a/b#1", "split": "test"}, rules)  # the old public cases: both
+    names = {c.name for c, _ in usable_cases([REPO / "tests/fixtures/public_logs/_wave2"], rules)}
+    index = json.loads((REPO / "tests/fixtures/public_logs/_wave2/cases.json").read_text())
+    assert names and names <= {c["path"] for c in index if c.get("split") == "dev"}
+
+
+def _case(root: Path, name: str, source: str, stage_: str, lines: list[str]) -> None:
+    write_failed_job(root / name / "failed", {"node0/rank0.log": lines})
+    (root / name / "truth.json").write_text(json.dumps(
+        {"kind": "k", "stage": stage_, "source": source, "split": "dev", "faulty_nodes": [], "indicating": [],
+         "root_lines": [lines[-1]]}))
+
+
+def test_the_training_command_runs_on_a_tiny_corpus(tmp_path):
+    cases = tmp_path / "cases"
+    for i in range(3):
+        _case(cases, f"save-{i}", f"github/o/save{i}", "checkpointing",
+              ["Traceback (most recent call last):", f'  File "train{i}.py", line 9, in save_checkpoint',
+               "    torch.save(state, path)", "OSError: [Errno 28] No space left on device"])
+        _case(cases, f"init-{i}", f"github/o/init{i}", "init",
+              ["Traceback (most recent call last):", f'  File "run{i}.py", line 3, in init_process_group',
+               "    store = TCPStore(host, port)", "RuntimeError: Address already in use"])
+    out = tmp_path / "model.json"
+    run = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "stage-model", "train", str(cases),
+                          "-o", str(out)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "leave-one-source-out" in run.stdout and "6 cases, 6 sources" in run.stdout
+    model = model_from_dict(json.loads(out.read_text()))
+    assert set(model.classes) == {"checkpointing", "init"}
+    bad = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "stage-model", "cv",
+                          str(tmp_path / "nope")], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert bad.returncode == 2 and "no such file or folder" in bad.stderr
