@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from engine.headers import has_year, naive_stamp, naive_zone, utc_iso
@@ -311,6 +312,15 @@ def _span(seconds: float) -> str:
     if s >= 60:
         return f"{int(s // 60)} min {int(s % 60):02d} s"
     return f"{s:.0f} s"
+
+
+TRUSTED_KINDS = frozenset({"zone"})  # notes after which the timeline is still trusted (settle_zones)
+
+
+def timeline_trusted(notes: Iterable[ClockNote]) -> bool:
+    """Whether the stage may be read from the stamps of a job with these clock notes: none but `zone`
+    notes (a skewed or backwards clock makes the timeline unreliable)."""
+    return all(n.kind in TRUSTED_KINDS for n in notes)
 
 
 def clock_notes(parsed: ParsedJob) -> list[ClockNote]:

@@ -5,7 +5,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from engine.clock import clock_notes, settle_years, settle_zones
+from engine.clock import clock_notes, settle_years, settle_zones, timeline_trusted
 from engine.events import score_events, select_events
 from engine.executors import Executor
 from engine.filter import NormalPool, candidate_events, normal_pool
@@ -42,7 +42,7 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     weight = {e.id: e.score for e in scored}
     series: list[IterationSeries] = []
     iterations = anomalous_iterations(parsed, weight, series=series)
-    stage = failure_stage(parsed, [e.id for e in selected], trust_time=not clock)
+    stage = failure_stage(parsed, [e.id for e in selected], trust_time=timeline_trusted(clock))
     stats = parsed.stats
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
     detail = _detail(parsed, node_scores, [e.id for e in selected], series, iterations)

@@ -101,10 +101,18 @@ def extract_case(case: Path, truth: dict) -> Record:
 
     parsed = parse_jobs([case / "failed", *history_dirs(case)])
     diagnosis = analyze(parsed[0], parsed[1:])
-    ids = event_ids(parsed[0], [e.template for e in diagnosis.events])
-    rule = rule_stage(parsed[0], ids, trust_time=not diagnosis.clock)
+    ids, trusted = stage_inputs(parsed[0], diagnosis)
+    rule = rule_stage(parsed[0], ids, trust_time=trusted)
     return Record(case=case.name, source=source_group(truth), stage=truth["stage"], rule=rule,
-                  evidence=failure_evidence(parsed[0], ids, trust_time=not diagnosis.clock))
+                  evidence=failure_evidence(parsed[0], ids, trust_time=trusted))
+
+
+def stage_inputs(parsed, diagnosis) -> tuple[list[int], bool]:
+    """The event ids of `diagnosis` in `parsed`, and whether its timeline is trusted, as `analyze`
+    hands them to the stage (a `zone` clock note leaves the timeline trusted)."""
+    from engine.clock import timeline_trusted
+
+    return event_ids(parsed, [e.template for e in diagnosis.events]), timeline_trusted(diagnosis.clock)
 
 
 def event_ids(parsed, templates: Sequence[str]) -> list[int]:

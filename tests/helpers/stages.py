@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.bench.stage_learn import event_ids
+from engine.bench.stage_learn import stage_inputs
 from engine.diagnose import analyze
 from engine.parse import parse_jobs
 from engine.stage import rule_stage
@@ -14,5 +14,5 @@ from engine.stage import rule_stage
 def rules_stage(job: Path) -> str:
     parsed = parse_jobs([job])[0]
     diagnosis = analyze(parsed)
-    return rule_stage(parsed, event_ids(parsed, [e.template for e in diagnosis.events]),
-                      trust_time=not diagnosis.clock)
+    ids, trusted = stage_inputs(parsed, diagnosis)
+    return rule_stage(parsed, ids, trust_time=trusted)
