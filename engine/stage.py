@@ -88,27 +88,38 @@ def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool =
     rules' answer combined with the learned stage model (engine/stage_model.py)."""
     from engine.stage_model import decide  # it reads this module's frames and timeline
 
-    rule, on_job_timeline = _rule_stage(parsed, event_ids, trust_time)
+    failing = failing_window(parsed, event_ids)  # read once: the rules and the model both read it
+    rule, on_job_timeline = _rule_stage(parsed, event_ids, trust_time, failing)
     if on_job_timeline:  # the failure's place among the other nodes decided: evidence, not words
         return rule
-    return decide(parsed, event_ids, rule, trust_time=trust_time)
+    return decide(parsed, event_ids, rule, trust_time=trust_time, failing=failing)
+
+
+Failing = tuple[tuple[str, int] | None, Window | None]  # (rank file, line) of the failure; its window
+
+
+def failing_window(parsed: ParsedJob, event_ids: list[int]) -> Failing:
+    """Where the first of `event_ids` shows first (`_failing_file`), and the window of lines around it
+    (None, None: no event or no rank file shows it; a window of None: the file cannot be read)."""
+    where = _failing_file(parsed, event_ids[0]) if event_ids else None
+    return where, read_window(*where) if where is not None else None
 
 
 def rule_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True) -> str:
     """The rules' stage where the first of `event_ids` (most indicative first) first appears."""
-    return _rule_stage(parsed, event_ids, trust_time)[0]
+    return _rule_stage(parsed, event_ids, trust_time, failing_window(parsed, event_ids))[0]
 
 
-def _rule_stage(parsed: ParsedJob, event_ids: list[int], trust_time: bool) -> tuple[str, bool]:
+def _rule_stage(parsed: ParsedJob, event_ids: list[int], trust_time: bool, failing: Failing
+                ) -> tuple[str, bool]:
     """`rule_stage`, and whether the job's own timeline across nodes (`_by_job_position`) decided it."""
     if not event_ids:
         return UNKNOWN, False
     eid = event_ids[0]
-    where = _failing_file(parsed, eid)
-    local = framed = window = None
+    where, window = failing
+    local = framed = None
     died = False
     if where is not None:
-        window = read_window(*where)
         if window is not None:
             died = _death_noticed(parsed.templates[eid].template)
             framed = None if died else frames_evidence(window)

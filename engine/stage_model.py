@@ -26,15 +26,18 @@ from pathlib import PurePosixPath
 from engine.headers import parse_header
 from engine.model import ParsedJob
 from engine.stage import (
-    _failing_file,
+    _FRAME,
+    _TRACEBACK,
+    Failing,
     _frames,
     _job_stage,
     _own_stream_stage,
     _sibling_stage,
+    failing_window,
     log_stage,
     progress_stage,
 )
-from engine.window import Window, read_window
+from engine.window import Window
 
 MODEL_FILE = "stage_model.json"
 UNKNOWN = "unknown"
@@ -43,8 +46,6 @@ AFTER_LINES = 6  # lines after the failure line that are read
 KEEP_BEFORE, KEEP_AFTER = 40, 12  # lines kept in the evidence (training records), at least the above
 MAX_FRAMES = 12  # innermost frames read
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])")
-_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)')
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
 
 
 def words(text: str) -> list[str]:
@@ -227,13 +228,12 @@ def timeline_stage(kind: str, timeline: dict[str, str | None]) -> str | None:
 
 
 def failure_evidence(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True,
-                     job: bool = True) -> Evidence | None:
+                     job: bool = True, failing: Failing | None = None) -> Evidence | None:
     """What the failing rank's lines say around the first of `event_ids`: the failure line, the lines
     around it, its traceback's frames and its timeline (with `job`, also the other ranks' stage, unless
     the rank's own progress shows one); None when no rank file shows the event or the file cannot be
-    read."""
-    where = _failing_file(parsed, event_ids[0]) if event_ids else None
-    window = read_window(*where) if where is not None else None
+    read. `failing`: `engine.stage.failing_window` of the same events, when the caller read it already."""
+    where, window = failing if failing is not None else failing_window(parsed, event_ids)
     if window is None or where is None:
         return None
     failure, after, before, n_before = _split_window(window)
@@ -247,13 +247,16 @@ def failure_evidence(parsed: ParsedJob, event_ids: list[int], *, trust_time: boo
                     timeline=timeline)
 
 
-def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bool = True) -> str:
+def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bool = True,
+           failing: Failing | None = None) -> str:
     """The stage of the failure: the rule stage `rule` combined with the shipped model as its file's
-    `combine` says (the rules alone when no model is shipped); `trust_time` as for the rules."""
+    `combine` says (the rules alone when no model is shipped); `trust_time` and `failing` as for
+    `failure_evidence`."""
     model = load_model()
     if model is None or model.combine == "rules":
         return rule
-    ev = failure_evidence(parsed, event_ids, trust_time=trust_time, job="job" in model.timeline.split("+"))
+    ev = failure_evidence(parsed, event_ids, trust_time=trust_time, job="job" in model.timeline.split("+"),
+                          failing=failing)
     if ev is None:
         return rule
     shown = timeline_stage(model.timeline, ev.timeline)
