@@ -70,6 +70,14 @@ def _frame_rules() -> list[tuple[str, _Rx, _Rx, _Rx, bool]]:
             for r in load("stages")["frames"]]
 
 
+@lru_cache(maxsize=8)
+def _optional_rx(key: str) -> re.Pattern[str] | None:
+    """The regex stages.yaml gives under `key` (finished_markers, death_notices, advisory,
+    not_progress), compiled once; None when the file has none."""
+    rx = load("stages").get(key)
+    return re.compile(rx) if rx else None
+
+
 @lru_cache(maxsize=1)
 def _closed() -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{rx})" for rx in load("stages")["checkpoint_closed"]))
@@ -164,31 +172,19 @@ def _everywhere(parsed: ParsedJob, eid: int) -> bool:
     return len(nodes) > 1 and nodes <= set(parsed.templates[eid].nodes)
 
 
-@lru_cache(maxsize=1)
-def _finished() -> re.Pattern[str] | None:
-    rx = load("stages").get("finished_markers")
-    return re.compile(rx) if rx else None
-
-
 def _others_finished(parsed: ParsedJob, node: str | None) -> bool:
     """Whether a node other than `node` shows that its workers had finished (`finished_markers`)."""
-    rx = _finished()
+    rx = _optional_rx("finished_markers")
     if rx is None or node is None:
         return False
     return any(rx.search(t.template) and any(n != node for n in t.nodes) for t in parsed.templates)
-
-
-@lru_cache(maxsize=1)
-def _death_notice() -> re.Pattern[str] | None:
-    rx = load("stages").get("death_notices")
-    return re.compile(rx) if rx else None
 
 
 def _death_noticed(failing: str) -> bool:
     """Whether the failing line reports that a process was killed (a DataLoader worker killed by a
     signal): its traceback is where the survivor noticed, not the stage the job was in, so the rank's
     own log and its progress decide (then the other ranks), not its frames."""
-    rx = _death_notice()
+    rx = _optional_rx("death_notices")
     return rx is not None and rx.search(failing) is not None
 
 
@@ -308,16 +304,10 @@ def failure_hint(template: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=1)
-def _advisory() -> re.Pattern[str] | None:
-    rx = load("stages").get("advisory")
-    return re.compile(rx) if rx else None
-
-
 def failing_words(text: str) -> str:
     """An error line without the advice that follows it ("… To adjust the kill threshold, set the
     environment variable …"): what the hints read."""
-    rx = _advisory()
+    rx = _optional_rx("advisory")
     m = rx.search(text) if rx is not None else None
     return text[: m.start()] if m is not None else text
 
@@ -590,7 +580,7 @@ def _progress(segments: list[tuple[int, str]]) -> set[str]:
     """Line shapes (digits as "0") that recur with a rising number: progress, whatever the words (not
     stack frames nor errors and warnings: their numbers are ports, retries, frame indexes)."""
     numbers: dict[str, list[list[float]]] = defaultdict(list)
-    frames = _not_progress()
+    frames = _optional_rx("not_progress")
     for _, msg in segments:
         if frames is not None and frames.search(msg) or severity(msg, None) >= MARKER_MAX_SEVERITY:
             continue  # a stack frame, or a warning whose numbers rise (ports, retries): no progress
@@ -610,12 +600,6 @@ def _progress(segments: list[tuple[int, str]]) -> set[str]:
                 out.add(key)
                 break
     return out
-
-
-@lru_cache(maxsize=1)
-def _not_progress() -> re.Pattern[str] | None:
-    rx = load("stages").get("not_progress")
-    return re.compile(rx) if rx else None
 
 
 def _stage_by_time(parsed: ParsedJob, eid: int, markers: dict[int, str]) -> tuple[str, int] | None:
