@@ -141,7 +141,7 @@ def _naive_shift(files: list[list[tuple[int, float, bool]]], naive: list[float],
     lo, hi = ZONE_RANGE[0] - zone_offset, ZONE_RANGE[1] - zone_offset
     cands = [q * ZONE_QUANTUM for q in range(int(lo // ZONE_QUANTUM), int(hi // ZONE_QUANTUM) + 1)]
     scored = {s: (_order_faults(files, s), _gap(naive, aware, s)) for s in cands}
-    base = scored.get(0.0, (_order_faults(files, 0.0), _gap(naive, aware, 0.0)))
+    base = scored[0] if 0 in scored else (_order_faults(files, 0.0), _gap(naive, aware, 0.0))
     best = min(scored, key=lambda s: (scored[s][0], scored[s][1] > ZONE_FIT_SECONDS, abs(s)))
     faults, gap = scored[best]
     if best == 0 or gap > ZONE_FIT_SECONDS:

@@ -196,19 +196,20 @@ def timestamp(line: str, year: int = 1970, key: str | None = None) -> str | None
     return _iso(g, year)
 
 
+def _stamp_fields(line: str) -> set[str] | None:
+    """The named fields of the timestamp of `line` (date, time, tz, year…); None: it has none."""
+    layout = _ts_layout(line.translate(_ZERO_DIGITS))
+    return None if layout is None else {name for name, _, _ in layout}
+
+
 def has_year(line: str) -> bool | None:
     """Whether the timestamp of `line` carries its year (None: the line has no timestamp)."""
-    layout = _ts_layout(line.translate(_ZERO_DIGITS))
-    if layout is None:
-        return None
-    names = {name for name, _, _ in layout}
-    return "date" in names or "year" in names
+    names = _stamp_fields(line)
+    return None if names is None else "date" in names or "year" in names
 
 
 def naive_stamp(line: str) -> bool | None:
     """Whether the timestamp of `line` is naive (no offset: read in `L4_LOG_TZ`); None: no timestamp.
     `engine.clock.settle_zones` moves a node's naive stamps into the zone its offset-aware ones show."""
-    layout = _ts_layout(line.translate(_ZERO_DIGITS))
-    if layout is None:
-        return None
-    return "tz" not in {name for name, _, _ in layout}
+    names = _stamp_fields(line)
+    return None if names is None else "tz" not in names
