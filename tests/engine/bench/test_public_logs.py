@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 
 from engine.bench.evaluate import case_dirs, evaluate
+from engine.bench.stage_learn import held_out, settings
 from engine.model import CATEGORIES, STAGES
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "public_logs"
 CASES = case_dirs(CORPUS)
 WAVE2 = CORPUS / "_wave2"
 WAVE3 = CORPUS / "_wave3"
+WAVE4 = CORPUS / "_wave4"
+WAVE4_AT_LEAST = 40
 
 
 def _truth(case: Path) -> dict:
@@ -50,7 +53,7 @@ def test_case_is_labeled_and_its_lines_are_verbatim(case: Path):
     for labeled in (indicating, t["cascade_lines"], t["context_lines"]):
         assert set(labeled) <= lines
     assert not indicating & set(t["cascade_lines"])
-    assert t.get("wave", 1) in (1, 2, 3)
+    assert t.get("wave", 1) in (1, 2, 3, 4)
 
 
 def test_sources_md_lists_every_case():
@@ -67,11 +70,12 @@ def test_the_first_wave_is_still_the_50_tuned_on():
     assert len(_wave(1)) == 50
 
 
-@pytest.mark.parametrize("n,view_dir,at_least,all_stages", [(2, WAVE2, 30, True), (3, WAVE3, 30, True)],
-                         ids=["wave2", "wave3"])
+@pytest.mark.parametrize("n,view_dir,at_least,all_stages",
+                         [(2, WAVE2, 30, True), (3, WAVE3, 30, True), (4, WAVE4, WAVE4_AT_LEAST, True)],
+                         ids=["wave2", "wave3", "wave4"])
 def test_a_later_wave_is_a_held_out_set_with_a_view_of_its_own(n: int, view_dir: Path, at_least: int,
                                                                 all_stages: bool):
-    """Waves 2 and 3 (each collected after the waves before it were used for tuning) load with the
+    """Waves 2, 3 and 4 (each collected after the waves before it were used for tuning) load with the
     whole corpus and, alone, through their `_waveN/` view of links, so `l4 bench eval` can score
     either; the view holds that wave and nothing else."""
     wave = _wave(n)
@@ -99,14 +103,15 @@ def test_the_whole_corpus_loads_every_wave_and_no_view():
     """`l4 bench eval tests/fixtures/public_logs` reads the case folders of all waves (a view folder
     has no truth.json of its own, so it is not a case) and each case once."""
     names = [d.name for d in CASES]
-    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in (1, 2, 3))
+    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in (1, 2, 3, 4))
     assert not any(name.startswith("_wave") for name in names)
 
 
-def test_wave3_shares_no_thread_with_the_earlier_waves():
-    urls = {n: {_truth(CORPUS / c)["url"].rstrip("/") for c in _wave(n)} for n in (1, 2, 3)}
-    assert len(urls[3]) == len(_wave(3))
-    assert not urls[3] & (urls[1] | urls[2])
+@pytest.mark.parametrize("n", [3, 4])
+def test_a_later_wave_shares_no_thread_with_the_earlier_waves(n: int):
+    urls = {w: {_truth(CORPUS / c)["url"].rstrip("/") for c in _wave(w)} for w in range(1, n + 1)}
+    assert len(urls[n]) == len(_wave(n))
+    assert not urls[n] & set().union(*(urls[w] for w in range(1, n)))
 
 
 _PREFIXES = [  # SOURCES.md: where a line with each launcher/logger prefix is filed
@@ -116,8 +121,8 @@ _PREFIXES = [  # SOURCES.md: where a line with each launcher/logger prefix is fi
 ]
 
 
-@pytest.mark.parametrize("case", [CORPUS / c for c in _wave(3)], ids=lambda c: c.name)
-def test_wave3_lines_are_filed_by_their_own_prefix(case: Path):
+@pytest.mark.parametrize("case", [CORPUS / c for c in _wave(3) + _wave(4)], ids=lambda c: c.name)
+def test_later_wave_lines_are_filed_by_their_own_prefix(case: Path):
     """A line that starts with a rank, Ray actor or NCCL host:pid:tid prefix is in that rank's file;
     the root lines keep the prefix they were pasted with."""
     for f in (case / "failed").rglob("*.log"):
@@ -134,8 +139,19 @@ def test_wave3_lines_are_filed_by_their_own_prefix(case: Path):
 
 def test_sources_md_has_a_note_and_counts_for_each_later_wave():
     text = (CORPUS / "SOURCES.md").read_text()
-    for n in (2, 3):
+    for n in (2, 3, 4):
         assert f"Wave {n}: {len(_wave(n))} cases" in text
+
+
+def test_wave4_has_each_stage_besides_training_at_least_four_times():
+    stages = [_truth(CORPUS / c)["stage"] for c in _wave(4)]
+    assert all(stages.count(s) >= 4 for s in STAGES if s not in ("training", "unknown")), stages
+
+
+def test_wave4_is_held_out_whole_from_stage_training():
+    """Until the coordinator's first measurement of wave 4, neither of its halves trains the stage model."""
+    rules = settings()["held_out"]
+    assert all(held_out(_truth(CORPUS / c), rules) for c in _wave(4))
 
 
 def test_the_corpus_evaluates():
