@@ -18,7 +18,7 @@ def fault_context(job: Job, faulty: Rank, rng: random.Random, kind: dict) -> dic
     seq = rng.randint(800, 90000)
     peer = rng.choice([r for r in job.ranks if r.node != faulty.node])
     return {
-        "seq": seq, "seq_next": seq + rng.randint(1, 3), "seq_prev": seq - 1, "seq_prev2": seq - 2,
+        "seq": seq, "seq_next": seq + rng.randint(1, 3), "seq_prev": seq - 1,
         "optype": rng.choice(["ALLREDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE", "BROADCAST"]),
         "numel": rng.randint(1, 600_000_000), "bad_ip": job.nodes[faulty.node].ip,
         "peer_ip": job.nodes[peer.node].ip, "peer_rank": peer.rank,
