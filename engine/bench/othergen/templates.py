@@ -48,7 +48,7 @@ def render(template: str, ctx: dict) -> str:
 
 
 def randoms(rng: random.Random) -> dict[str, Callable[[str | None], str]]:
-    """The random fields: {hex:N}, {int:A-B}, {flt:A-B:P}, {pick:a|b|c}."""
+    """The random fields: {hex:N}, {int:A-B}, {intc:A-B} (1,234), {flt:A-B:P}, {pick:a|b|c}."""
 
     def hex_(spec: str | None) -> str:
         return "".join(rng.choice("0123456789abcdef") for _ in range(int(spec or 8)))
@@ -56,6 +56,9 @@ def randoms(rng: random.Random) -> dict[str, Callable[[str | None], str]]:
     def int_(spec: str | None) -> str:
         lo, hi = (int(x) for x in (spec or "0-9").split("-"))
         return str(rng.randint(lo, hi))
+
+    def intc(spec: str | None) -> str:  # with thousands separators, as Hugging Face prints counts
+        return f"{int(int_(spec)):,}"
 
     def flt(spec: str | None) -> str:
         span, _, prec = (spec or "0-1:3").partition(":")
@@ -65,7 +68,7 @@ def randoms(rng: random.Random) -> dict[str, Callable[[str | None], str]]:
     def pick(spec: str | None) -> str:
         return rng.choice((spec or "").split("|"))
 
-    return {"hex": hex_, "int": int_, "flt": flt, "pick": pick}
+    return {"hex": hex_, "int": int_, "intc": intc, "flt": flt, "pick": pick}
 
 
 def stamps(local: datetime, utc_offset_h: int, uptime: float, rng: random.Random) -> dict[str, Callable]:
