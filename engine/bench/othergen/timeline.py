@@ -58,13 +58,18 @@ def run(job: Job, plan: Plan, rng: random.Random) -> float:
 
 def _blocks(job: Job, blocks: list[dict], t: float, rng: random.Random, *, cut: bool, plan: Plan,
             only_agents: bool = False, values: dict | None = None) -> float:
-    """Emit `blocks` from `t` on; with `cut`, only the first half of each (the fault strikes midway)."""
-    for block in blocks:
-        if "resume" in block and block["resume"] != plan.resume:
-            continue
-        if only_agents and block["who"] not in AGENT_WRITERS:
-            continue
-        lines = block["lines"][: math.ceil(len(block["lines"]) / 2)] if cut else block["lines"]
+    """Emit `blocks` from `t` on. With `cut` the fault strikes in this stage: the blocks before the one
+    marked `cut: true` (else the last) in full, the first half of that one, nothing after it."""
+    todo = [b for b in blocks if ("resume" not in b or b["resume"] == plan.resume)
+            and (not only_agents or b["who"] in AGENT_WRITERS)]
+    if cut:
+        marked = [i for i, b in enumerate(todo) if b.get("cut")]
+        stop = marked[0] if marked else len(todo) - 1
+        todo = todo[: stop + 1]
+    for n, block in enumerate(todo):
+        lines = block["lines"]
+        if cut and n == len(todo) - 1:
+            lines = lines[: math.ceil(len(lines) / 2)]
         t += block.get("after", 0)
         t = job.emit(job.select(block["who"]), block["stream"], lines, t, gap=rng.uniform(0.001, 0.4),
                      extra={"start_it": plan.start_it, "iters": plan.iters, **(values or {})},
