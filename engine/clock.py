@@ -36,6 +36,7 @@ ZONE_QUANTUM = 900  # time zones differ by whole quarter hours
 ZONE_MIN_STAMPS = 2  # naive and aware stamps (distinct events) a node needs before its zone is read
 ZONE_FIT_SECONDS = 300.0  # naive stamps, moved into their zone, lie this near the node's aware ones
 ZONE_RANGE = (-12 * 3600, 14 * 3600)  # UTC offsets of the world's zones
+ZONE_SNAP_SECONDS = 120.0  # a naive-only node this near whole quarter hours off the others: another zone
 
 
 def _dt(ts: str | None) -> datetime | None:
@@ -200,7 +201,61 @@ def settle_zones(parsed: ParsedJob) -> list[ClockNote]:
                                     f"they ran {_span(shift)} {way} them)"))
     if moved:
         _settle_templates(parsed, moved, kind)
+    whole = _settle_node_zones(parsed, kind, moved)
+    for node, shift in whole.items():
+        notes.append(_zone_note(parsed, node, shift))
+        stamps = parsed.node_first_seen[node]
+        for i in stamps:
+            stamps[i] = _moved(stamps[i], shift)
+    if whole:
+        _settle_templates(parsed, whole, None)
     return notes
+
+
+def _quarters_ahead(a: dict[int, str], b: dict[int, str]) -> int | None:
+    """How many whole quarter hours the stamps `a` (template -> first stamp) run ahead of `b`'s on the
+    events both log: at least SKEW_MIN_EVENTS of them, their median difference within ZONE_SNAP_SECONDS
+    of a whole quarter hour, and three in four of them agreeing with it; None otherwise."""
+    diffs = [(da - db).total_seconds() for i in a.keys() & b.keys()
+             if (da := _dt(a[i])) is not None and (db := _dt(b[i])) is not None]
+    if len(diffs) < SKEW_MIN_EVENTS:
+        return None
+    q = round(statistics.median(diffs) / ZONE_QUANTUM)
+    near = sum(1 for d in diffs if abs(d - q * ZONE_QUANTUM) <= ZONE_SNAP_SECONDS)
+    return q if near >= 0.75 * len(diffs) else None
+
+
+def _settle_node_zones(parsed: ParsedJob, kind: dict[int, bool], settled: Iterable[str]) -> dict[str, float]:
+    """Nodes whose clocks run a whole number of quarter hours (to within launch jitter) ahead of or behind
+    the job's reference clock on the events they share: each writes its stamps in another zone (a
+    drifting clock is off by seconds or minutes, not by exactly N hours). Returns node -> shift (seconds)
+    for the nodes to move onto the reference clock. The reference is the zone most nodes share (between
+    equals: the one with offset-aware stamps, else the nearest), measured from the node that shares the
+    most events with the others. Nodes `settled` by their own aware stamps count, but are not moved."""
+    seen = {n: s for n, s in parsed.node_first_seen.items() if s}
+    if len(seen) < 2:
+        return {}
+    ref = max(sorted(seen), key=lambda n: sum(len(seen[n].keys() & seen[m].keys()) for m in seen if m != n))
+    ahead = {n: _quarters_ahead(seen[n], seen[ref]) if n != ref else 0 for n in seen}
+    aware = {n for n, s in seen.items() if any(kind.get(i) is False for i in s)} | set(settled)
+    groups: dict[int, set[str]] = {}
+    for n, q in ahead.items():
+        if q is not None:
+            groups.setdefault(q, set()).add(n)
+    base = max(sorted(groups, key=abs), key=lambda q: (len(groups[q]), bool(groups[q] & aware)))
+    return {n: float((q - base) * ZONE_QUANTUM) for n, q in sorted(ahead.items())
+            if q is not None and q != base and n not in settled}
+
+
+def _zone_note(parsed: ParsedJob, node: str, shift: float) -> ClockNote:
+    first = _dt(min(parsed.node_first_seen[node].values()))
+    offset = (naive_zone().utcoffset(first.replace(tzinfo=None)) if first else None) or timedelta(0)
+    way = "ahead of" if shift > 0 else "behind"
+    return ClockNote(kind="zone", node=node, seconds=shift,
+                     note=f"{node}'s stamps run {_span(shift)} {way} the other nodes' on the same events, a "
+                          f"whole number of quarter hours: another time zone (its naive stamps are local "
+                          f"time {_zone_name(offset.total_seconds() + shift)}), not a drifting clock; they "
+                          f"are read moved by that much")
 
 
 def _moved(ts: str, shift: float) -> str:
@@ -208,10 +263,11 @@ def _moved(ts: str, shift: float) -> str:
     return utc_iso(d - timedelta(seconds=shift)) if d is not None else ts
 
 
-def _settle_templates(parsed: ParsedJob, moved: dict[str, float], kind: dict[int, bool]) -> None:
-    """The nodes' last stamps and the job-wide first and last stamps of naive events, after the naive
-    stamps of the `moved` nodes were moved by their shift. A last stamp may come from a naive or an
-    aware line: the one read is the earliest reading not before the node's (or job's) other stamps."""
+def _settle_templates(parsed: ParsedJob, moved: dict[str, float], kind: dict[int, bool] | None) -> None:
+    """The nodes' last stamps and the job-wide first and last stamps of naive events (`kind`; None: of
+    every event), after the naive (or all) stamps of the `moved` nodes were moved by their shift. A
+    last stamp may come from a naive or an aware line: the one read is the earliest reading not before
+    the node's (or job's) other stamps."""
     for node, shift in moved.items():
         last = parsed.node_last_ts.get(node)
         if last is None:
@@ -223,7 +279,7 @@ def _settle_templates(parsed: ParsedJob, moved: dict[str, float], kind: dict[int
     stamps = [ts for seen in parsed.node_first_seen.values() for ts in seen.values()]
     end = max([*parsed.node_last_ts.values(), *stamps], default="~")
     for i, t in enumerate(parsed.templates):
-        if not kind.get(i):
+        if kind is not None and not kind.get(i):
             continue
         firsts = [s[i] for s in parsed.node_first_seen.values() if i in s]
         if firsts:

@@ -10,8 +10,10 @@ and traceback context rank below the line that started it, as long as such a lin
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
+from engine.masking import MASK
 from engine.model import ParsedJob
 from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, event_roles
 from engine.severity import severity
@@ -41,12 +43,40 @@ class ScoredEvent:
     evidence_nodes: tuple[str, ...] = ()  # the nodes of those lines (where the event points), if known
 
 
+_ALPHA = re.compile(r"[A-Za-z]{3,}")
+
+
+def crash_tails(parsed: ParsedJob) -> dict[int, int]:
+    """The cut-off last lines (template -> files) that read as the last words of a rank that died
+    mid-line: only when few files have one (some writers never end their lines), and not the start of a
+    line the job logs whole elsewhere, nor a line without a word — then the rank was writing routine
+    output when it stopped, and the words point to nothing (the stop is the node's evidence, not this
+    event's). A cut template is such a start when its tokens but the last open another template and its
+    last (partial) token opens the token there."""
+    tails = parsed.truncated_tails
+    if not tails or sum(tails.values()) > max(1, len(parsed.file_nodes)) / 4:
+        return {}
+    whole: dict[str, list[list[str]]] = {}
+    for i, t in enumerate(parsed.templates):
+        tokens = t.template.split()
+        if tokens and i not in tails:
+            whole.setdefault(tokens[0], []).append(tokens)
+    out = {}
+    for i, n in tails.items():
+        tokens = parsed.templates[i].template.split()
+        if not any(_ALPHA.search(t.replace(MASK, " ")) for t in tokens):
+            continue
+        head, stem = tokens[:-1], tokens[-1].split(MASK)[0]
+        if not any(len(o) > len(tokens) and o[:len(head)] == head and o[len(head)].startswith(stem)
+                   for o in whole.get(tokens[0], ())):
+            out[i] = n
+    return out
+
+
 def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
     """Every candidate scored, best first."""
     n_nodes = max(1, len(parsed.node_counts))
-    files = max(1, len(parsed.file_nodes))
-    # a cut-off last line means a crash only when few files have one (some writers never end lines)
-    cut_tails = parsed.truncated_tails if sum(parsed.truncated_tails.values()) <= files / 4 else {}
+    cut_tails = crash_tails(parsed)
     sev_of: dict[int, float] = {}
     spec_of: dict[int, float] = {}
     for i in candidates:

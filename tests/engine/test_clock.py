@@ -58,13 +58,32 @@ def test_offsets_are_honoured_across_nodes(tmp_path):
     assert "clock" not in d.to_dict()
 
 
-def test_a_node_logging_local_time_without_offset_is_noted_as_skewed(tmp_path):
+def test_a_node_logging_local_time_without_offset_is_read_in_its_zone_not_called_skewed(tmp_path):
     job = _ranks(tmp_path / "job", naive_shift=lambda n: timedelta(hours=8) if n == 2 else timedelta(0))
     d = diagnose(job)
-    assert [(c.kind, c.node) for c in d.clock] == [("skew", "node-2")]
-    assert d.clock[0].seconds == 8 * 3600
-    assert "8 h 00 min ahead" in d.clock[0].note
+    assert [(c.kind, c.node, c.seconds) for c in d.clock] == [("zone", "node-2", 8 * 3600)]
+    assert "8 h 00 min ahead" in d.clock[0].note and "UTC+08:00" in d.clock[0].note
+    assert d.events[0].first_seen == "2023-11-29T10:21:00Z"
+    assert d.stage == "training"
     jsonschema.validate(d.to_dict(), SCHEMA)
+
+
+def test_nodes_of_two_zones_all_without_offsets_are_put_on_one_clock(tmp_path):
+    naive = timedelta(microseconds=1)  # every node naive (the stamps print whole seconds)
+    job = _ranks(tmp_path / "job", naive_shift=lambda n: timedelta(hours=-5) if n in (1, 3) else naive)
+    d = diagnose(job)
+    assert [(c.kind, c.node, c.seconds) for c in d.clock] == [("zone", "node-1", -5 * 3600),
+                                                              ("zone", "node-3", -5 * 3600)]
+    assert d.events[0].first_seen == "2023-11-29T10:21:00Z"
+
+
+def test_a_clock_off_by_minutes_is_still_a_skew(tmp_path):
+    off = timedelta(minutes=7, seconds=20)
+    job = _ranks(tmp_path / "job", naive_shift=lambda n: off if n == 2 else timedelta(0))
+    d = diagnose(job)
+    assert [(c.kind, c.node) for c in d.clock] == [("skew", "node-2")]
+    assert d.clock[0].seconds == off.total_seconds()
+    assert "7 min 20 s ahead" in d.clock[0].note
 
 
 def test_a_clock_that_goes_backwards_is_noted_and_the_stage_read_from_the_lines(tmp_path):

@@ -1,0 +1,51 @@
+"""Cut-off last lines: the last words of a rank that died mid-line, unless they only start a routine line."""
+import json
+from pathlib import Path
+
+from engine.diagnose import diagnose
+from engine.events import crash_tails
+from engine.parse import parse_jobs
+from tests.helpers.jobs import write_rank
+
+
+def _job(root: Path, *, last_line: str | None, error_on: int | None) -> Path:
+    """8 nodes log start-up and 30 iterations; node 1 may log an error; node 5's file may end mid-line."""
+    root.mkdir(parents=True)
+    (root / "job.json").write_text(json.dumps({"job_id": root.name, "status": "failed"}))
+    for n in range(8):
+        lines = [f"2024-05-01 10:00:0{k} INFO {m}" for k, m in enumerate(
+            ["initializing torch distributed", "building train dataset", "Start training"])]
+        lines += [f"2024-05-01 10:{it:02d}:10 INFO iteration {it}/ 100 | consumed samples: {it * 64} | "
+                  f"lm loss: 2.{it:02d} | grad norm: 0.{it:02d} |" for it in range(1, 31)]
+        if n == error_on:
+            lines.append("2024-05-01 10:30:40 ERROR RuntimeError: CUDA error: an illegal memory access")
+        cut = n == 5 and last_line is not None
+        if cut:
+            lines.append(last_line)
+        write_rank(root / f"node-{n}" / "rank.log", lines, newline_at_end=not cut)
+    return root
+
+
+def test_a_routine_line_cut_off_is_not_an_event_of_its_own(tmp_path):
+    job = _job(tmp_path / "job", last_line="2024-05-01 10:31:10 INFO iteration 31/ 100 | consumed samp",
+               error_on=1)
+    parsed = parse_jobs([job])[0]
+    assert parsed.truncated_tails and crash_tails(parsed) == {}
+    d = diagnose(job)
+    assert "RuntimeError: CUDA error" in d.events[0].template
+    assert not any("iteration" in e.template for e in d.events[:2])
+
+
+def test_a_line_without_words_cut_off_is_not_an_event_either(tmp_path):
+    job = _job(tmp_path / "job", last_line="2024-05-01 10:31:10 INFO 0x7f3a:", error_on=1)
+    assert crash_tails(parse_jobs([job])[0]) == {}
+
+
+def test_last_words_of_their_own_cut_off_still_point_to_the_rank_that_died(tmp_path):
+    last = "2024-05-01 10:31:10 INFO NCCL watchdog aborting communicator on devi"
+    job = _job(tmp_path / "job", last_line=last, error_on=None)
+    parsed = parse_jobs([job])[0]
+    assert list(crash_tails(parsed).values()) == [1]
+    d = diagnose(job)
+    assert "NCCL watchdog aborting" in d.events[0].template
+    assert d.nodes[0].node == "node-5"
