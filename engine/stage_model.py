@@ -26,8 +26,6 @@ from pathlib import PurePosixPath
 from engine.headers import parse_header
 from engine.model import ParsedJob
 from engine.stage import (
-    _FRAME,
-    _TRACEBACK,
     Failing,
     _frames,
     _job_stage,
@@ -36,6 +34,7 @@ from engine.stage import (
     failing_window,
     log_stage,
     progress_stage,
+    traceback_start,
 )
 from engine.window import Window
 
@@ -123,16 +122,14 @@ def features(ev: Evidence) -> set[str]:
 
 def _split_window(window: Window) -> tuple[str, list[str], list[str], int]:
     """(failure message, messages after it, messages before the traceback that ends at it, their count):
-    the traceback's frames, code lines and header are the frames' features, not the rank's log."""
+    the traceback (`engine.stage.traceback_start`) is the frames' features, not the rank's log."""
     if not window.lines:
         return "", [], [], 0
     at = min(max(window.at, 0), len(window.lines) - 1)
+    start = traceback_start(Window(path=window.path, anchor=window.start + at, start=window.start,
+                                   lines=window.lines))
     msgs = [parse_header(x).message for x in window.lines[: at + 1 + KEEP_AFTER]]
-    i = at - 1
-    while i >= 0 and (_FRAME.match(msgs[i]) or _TRACEBACK.match(msgs[i]) or msgs[i].startswith(("^", "~"))
-                      or (i > 0 and _FRAME.match(msgs[i - 1]))):
-        i -= 1
-    before = [m for m in msgs[: i + 1] if m]
+    before = [m for m in msgs[:start] if m]
     return msgs[at], [m for m in msgs[at + 1:] if m], before[-KEEP_BEFORE:], len(before)
 
 
