@@ -443,7 +443,12 @@ def frames_evidence(window: Window) -> tuple[str, bool] | None:
     """(stage, weak) of the innermost frame of the failing traceback that a frame hint knows; weak
     when the hint names a frame that holds several stages (a trainer's `fit`). The launcher's own
     frames and the standard library's are not the program's."""
-    for file, func, code in _frames(window):
+    return frame_list_evidence(_frames(window))
+
+
+def frame_list_evidence(frames: list[Frame]) -> tuple[str, bool] | None:
+    """`frames_evidence` of a traceback's frames (innermost first)."""
+    for file, func, code in frames:
         if _foreign_frame(file):
             continue
         for stage, func_rx, file_rx, code_rx, weak in _frame_rules():

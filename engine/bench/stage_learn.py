@@ -156,8 +156,10 @@ def load_records(path: Path) -> list[Record]:
 # --- fitting -----------------------------------------------------------------------------------
 
 def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0, combine: str = "model",
-        timeline: str = "progress") -> StageModel:
-    """A multinomial logistic regression over the binary features seen in at least `min_df` cases."""
+        timeline: str = "progress", class_weight: str | None = None) -> StageModel:
+    """A multinomial logistic regression over the binary features seen in at least `min_df` cases;
+    `class_weight` "balanced": each stage weighs as much as every other in the fit, however few its cases
+    (the commonest label, training, then no longer wins where the words are new)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
@@ -173,7 +175,7 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
     classes = sorted(set(y))
     if len(classes) == 1:  # nothing to weigh: one stage, certain
         return StageModel(MODEL_VERSION, tuple(classes), (0.0,), {}, threshold, combine, timeline)
-    lr = LogisticRegression(C=c, max_iter=5000)
+    lr = LogisticRegression(C=c, max_iter=5000, class_weight=class_weight)
     lr.fit(x, y)
     coef, icpt = lr.coef_, lr.intercept_
     if len(lr.classes_) == 2:  # sklearn keeps one row for two classes: the second's log-odds
@@ -234,11 +236,12 @@ def scored_indices(records: Sequence[Record], group: str) -> list[int]:
     return sorted(i for _, held in folds(records, group) for i in held)
 
 
-def cross_predict(records: Sequence[Record], c: float, min_df: int, group: str = "source") -> Fold:
+def cross_predict(records: Sequence[Record], c: float, min_df: int, group: str = "source",
+                  class_weight: str | None = None) -> Fold:
     """Out-of-fold predictions for the records `scored_indices` lists, in that order."""
     preds: dict[int, tuple[str, float]] = {}
     for train, held in folds(records, group):
-        model = fit([records[i] for i in train], c, min_df)
+        model = fit([records[i] for i in train], c, min_df, class_weight=class_weight)
         for i in held:
             preds[i] = model.predict(records[i].features)
     return Fold(c=c, predictions=[preds[i] for i in sorted(preds)])
@@ -282,10 +285,10 @@ class CvResult:
     records: list[Record] = field(default_factory=list)  # the records scored (held out once each), in order
 
 
-def utility(s: Scored, wrong_cost: float) -> tuple[float, int]:
-    """What a configuration is chosen by: right answers less `wrong_cost` per wrong one (a wrong stage is
-    worse than none, CONTRACTS.md §5); ties: fewer wrong answers."""
-    return s.right - wrong_cost * s.wrong, -s.wrong
+def utility(s: Scored, wrong_cost: float) -> float:
+    """What a configuration is chosen by: right answers less `wrong_cost` per wrong one (0: the score of
+    `l4 bench eval`, where `unknown` counts as wrong)."""
+    return s.right - wrong_cost * s.wrong
 
 
 def cross_validate(all_records: Sequence[Record], conf: dict | None = None, group: str = "source"
@@ -300,7 +303,8 @@ def cross_validate(all_records: Sequence[Record], conf: dict | None = None, grou
     cost = float(conf["wrong_cost"])
     records = [all_records[i] for i in scored_indices(all_records, group)]
     with threadpool_limits(1):  # small fits: BLAS threads only contend (seconds become minutes on a busy box)
-        by_c = {c: cross_predict(all_records, c, conf["min_df"], group) for c in conf["C"]}
+        by_c = {c: cross_predict(all_records, c, conf["min_df"], group, conf.get("class_weight"))
+                for c in conf["C"]}
     best: dict[str, tuple[float, str, float]] = {}
     scored: dict[str, Scored] = {"rules (in-sample)": score("rules (in-sample)", records,
                                                              [r.rule for r in records])}
@@ -311,7 +315,8 @@ def cross_validate(all_records: Sequence[Record], conf: dict | None = None, grou
             for kind in kinds:
                 for t in conf["thresholds"]:
                     s = score(combine, records, answers_of(records, fold, combine, kind, t))
-                    options.append((utility(s, cost), (c, kind, t), s))
+                    # ties: the lower threshold (an abstention that does not pay is none)
+                    options.append(((utility(s, cost), -t), (c, kind, t), s))
         _, chosen, s = max(options, key=lambda o: o[0])
         best[combine] = chosen
         scored[combine] = s
@@ -395,14 +400,15 @@ def train(records: Sequence[Record], out: Path, conf: dict | None = None) -> tup
         group = "source"
     res = cross_validate(records, conf, group)
     name, (c, kind, t) = best_combination(res)
-    model = fit(records, c, conf["min_df"], threshold=t, combine=name, timeline=kind)
+    model = fit(records, c, conf["min_df"], threshold=t, combine=name, timeline=kind,
+                class_weight=conf.get("class_weight"))
     body = model.to_dict()
     doc = {"about": "engine/stage_model.py: stage = softmax(intercept + sum of the weights of the features "
                     "present); trained by `l4 bench stage-model train` (engine/bench/stage_learn.py)",
            "trained_on": {"cases": len(records), "sources": len({r.source for r in records}),
                           "cv": GROUP_TITLES[res.group],
                           "cv_accuracy": {k: round(s.accuracy, 4) for k, s in res.scored.items()},
-                          "C": c},
+                          "C": c, "class_weight": conf.get("class_weight")},
            **body}
     out.write_text(model_json(doc))
     return model, res

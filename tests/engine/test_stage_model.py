@@ -25,6 +25,7 @@ from engine.stage_model import (
     combined,
     evidence_from_dict,
     features,
+    hint_features,
     load_model,
     model_from_dict,
     stem,
@@ -94,6 +95,23 @@ def test_features_are_words_of_each_place_and_the_timeline():
     assert evidence_from_dict(json.loads(json.dumps(ev.to_dict()))) == ev
     assert words("loadStateDict saving") == ["load", "stat", "dict", "sav"]
     assert [stem(w) for w in ("saves", "save", "saved", "is", "loss")] == ["sav", "sav", "sav", "is", "loss"]
+
+
+def test_the_stage_hints_are_read_at_each_place_as_features():
+    ev = Evidence(failure="OSError: [Errno 28] No space left on device", after=[],
+                  before=["Saving model checkpoint to /out/checkpoint-500", "Map:  45%|####  | 450/1000"],
+                  n_before=2, frames=[("/x/torch/serialization.py", "_open_zipfile_writer", "return f"),
+                                      ("/x/trainer.py", "_save_checkpoint", "torch.save(state, p)"),
+                                      ("/x/trainer.py", "train", "self._inner_training_loop()")],
+                  timeline={"progress": None, "log": None})
+    hints = hint_features(ev)
+    assert {"fh:checkpointing", "hf:none", "rf:checkpointing", "hw:checkpointing",
+            "hw0:checkpointing"} <= hints
+    assert {"hb:checkpointing", "hb:data_loading", "lh:data_loading"} <= hints  # the last marked: recency
+    assert hints <= features(ev)
+    bare = hint_features(Evidence(failure="ValueError: x", after=[], before=[], n_before=0, frames=[],
+                                  timeline={}))
+    assert bare == {"hf:none", "fh:none", "rf:none", "hw0:none", "lh:none"}
 
 
 def test_combinations_and_timeline_kinds():
