@@ -315,8 +315,9 @@ def cross_validate(all_records: Sequence[Record], conf: dict | None = None, grou
             for kind in kinds:
                 for t in conf["thresholds"]:
                     s = score(combine, records, answers_of(records, fold, combine, kind, t))
-                    # ties: the lower threshold (an abstention that does not pay is none)
-                    options.append(((utility(s, cost), -t), (c, kind, t), s))
+                    # ties: the lower threshold (an abstention that does not pay is none), then the
+                    # wider timeline (where the job's own timeline shows a stage, evidence beats words)
+                    options.append(((utility(s, cost), -t, kinds.index(kind)), (c, kind, t), s))
         _, chosen, s = max(options, key=lambda o: o[0])
         best[combine] = chosen
         scored[combine] = s
