@@ -4,10 +4,12 @@
 test halves of data/stage_learn.yaml and the synthetic generator's cases are skipped) and keeps, per
 case, the features of the failure (`engine.stage_model.features`), the rule stage and the failing
 rank's timeline. `cv` scores the rules, the model alone and their combinations by leave-one-source-out
-cross-validation: a source is the repository or thread family (truth `source` up to its "#", a
-real-run program style), so no two cases of one source sit on both sides of a split. `train` picks the
-regularisation, the combination and the `unknown` threshold by that cross-validation, fits the model
-on every case and writes it as readable JSON (engine/data/stage_model.json).
+cross-validation (a source is the repository or thread family, truth `source` up to its "#", or a
+real-run program style, so no two cases of one source sit on both sides of a split) or by
+leave-one-public-wave-out (`--group wave`: one public wave held out whole, the estimator of a new
+wave). `train` picks the regularisation, the combination and the `unknown` threshold by the grouping
+data/stage_learn.yaml `select_by` names, fits the model on every case and writes it as readable JSON
+(engine/data/stage_model.json).
 """
 
 from __future__ import annotations
