@@ -47,7 +47,11 @@ def cmd_cv(args: argparse.Namespace) -> int:
     from engine.bench.stage_learn import cross_validate, format_cv
 
     records = _records(args)
-    print(format_cv(records, cross_validate(records)))
+    try:
+        res = cross_validate(records, group=args.group)
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
+    print(format_cv(res))
     return 0
 
 
@@ -56,7 +60,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     records = _records(args)
     model, res = train(records, Path(args.out))
-    print(format_cv(records, res))
+    print(format_cv(res))
     name, _ = best_combination(res)
     print(f"\nwrote {args.out}: {len(model.weights)} features, combination {name}")
     return 0
@@ -67,7 +71,8 @@ def register(bsub: argparse._SubParsersAction) -> None:
     ssub = sm.add_subparsers(dest="stage_model_command", required=True)
     helps = {
         "extract": ("run the engine on the cases and write their features (minutes)", cmd_extract),
-        "cv": ("leave-one-source-out cross-validation: rules, model, combinations, per stage", cmd_cv),
+        "cv": ("cross-validation (leave one source or one public wave out): rules, model, combinations",
+               cmd_cv),
         "train": ("pick the combination by cross-validation, fit on every case, write the model", cmd_train),
     }
     for name, (text, func) in helps.items():
@@ -78,6 +83,9 @@ def register(bsub: argparse._SubParsersAction) -> None:
         p.add_argument("-v", "--verbose", action="store_true", help="one line per extracted case on stderr")
         if name == "extract":
             p.add_argument("-o", "--out", required=True, help="records file to write (JSON)")
+        if name == "cv":
+            p.add_argument("--group", choices=("source", "wave"), default="source",
+                           help="hold out one source (repository, program style) or one public wave per fold")
         if name == "train":
             p.add_argument("-o", "--out", default=str(DEFAULT_OUT), help="model file to write")
         p.set_defaults(func=func)

@@ -160,7 +160,7 @@ def _by_job_position(parsed: ParsedJob, stage: str, where: tuple[str, int] | Non
     if stage == "training" and _others_finished(parsed, node):
         return "teardown"
     if (stage == UNKNOWN and window is not None and eid is not None and _everywhere(parsed, eid)
-            and not parsed.iterations and _traceback_head(window) <= SETUP_ONLY_LINES
+            and not parsed.iterations and traceback_start(window) <= SETUP_ONLY_LINES
             and _job_stage(parsed, -1, False) in (None, "init")):
         return "init"
     return stage
@@ -443,7 +443,12 @@ def frames_evidence(window: Window) -> tuple[str, bool] | None:
     """(stage, weak) of the innermost frame of the failing traceback that a frame hint knows; weak
     when the hint names a frame that holds several stages (a trainer's `fit`). The launcher's own
     frames and the standard library's are not the program's."""
-    for file, func, code in _frames(window):
+    return frame_list_evidence(_frames(window))
+
+
+def frame_list_evidence(frames: list[Frame]) -> tuple[str, bool] | None:
+    """`frames_evidence` of a traceback's frames (innermost first)."""
+    for file, func, code in frames:
         if _foreign_frame(file):
             continue
         for stage, func_rx, file_rx, code_rx, weak in _frame_rules():
@@ -498,7 +503,7 @@ def _foreign_frame(file: str) -> bool:
 def log_stage(window: Window) -> str | None:
     """The stage the rank's own log shows before the failure line (None: it shows none)."""
     segments: list[tuple[int, str]] = []
-    for k, line in enumerate(window.lines[: _traceback_head(window)]):
+    for k, line in enumerate(window.lines[: traceback_start(window)]):
         for part in line.split("\r"):
             msg = _message(part)
             if msg:
@@ -539,9 +544,16 @@ def log_stage(window: Window) -> str | None:
     return stage
 
 
-def _traceback_head(window: Window) -> int:
-    """Where the traceback that ends at the failure line starts (its `Traceback …` line), else the
-    failure line: its frames and code lines are the failure's, not what the rank logged before it."""
+_CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
+
+
+def traceback_start(window: Window) -> int:
+    """Where the traceback that ends at the failure line starts: its `Traceback …` line (the first of a
+    chain: "During handling of the above exception, another exception occurred:"), else its outermost
+    frame (a pasted traceback that lost its head); the failure line itself when no traceback ends there.
+    Up to MESSAGE_LINES lines of an exception's message may stand between frames and what follows them.
+    What comes before it is what the rank logged; from it to the failure line is the failure's own
+    (frames, code lines, messages): the rules' log stage and the stage model's features both read it so."""
     at = max(0, window.at)
     if at >= len(window.lines):  # no failure line in the window (a rank's own lines, listed apart)
         return at
@@ -552,19 +564,29 @@ def _traceback_head(window: Window) -> int:
             msgs[i] = _message(window.lines[i])
         return msgs[i]
 
-    i, lead = at - 1, 0
-    while i >= 0 and i > at - TRACEBACK_REACH:
+    def in_frames(i: int) -> bool:  # a frame line, the code line under one, or a caret marker line
         m = msg(i)
-        if _TRACEBACK.match(m):
-            return i
-        if _FRAME.match(m) or m.startswith(("^", "~")) or (i > 0 and _FRAME.match(msg(i - 1))):
-            lead = MESSAGE_LINES  # inside the frames: only frames and code lines up to the head
-        elif lead >= MESSAGE_LINES:
+        return bool(_FRAME.match(m)) or m.startswith(("^", "~")) or (i > 0 and bool(_FRAME.match(msg(i - 1))))
+
+    start, i, low = at, at - 1, max(-1, at - TRACEBACK_REACH)
+    while i > low:
+        lead = 0  # the exception's message lines, between the frames and the failure (or the next head)
+        while i > low and lead < MESSAGE_LINES and not in_frames(i) and not _TRACEBACK.match(msg(i)):
+            i, lead = i - 1, lead + 1
+        if i <= low or lead == MESSAGE_LINES:
             break
-        else:
-            lead += 1
-        i -= 1
-    return at
+        while i > low and in_frames(i):
+            i -= 1
+        if i <= low or not _TRACEBACK.match(msg(i)):
+            start = i + 1 if i + 1 < start else start  # a headless traceback starts at its outermost frame
+            break
+        start, i = i, i - 1
+        while i > low and not msg(i).strip():
+            i -= 1
+        if i <= low or not _CHAINED.match(msg(i)):
+            break
+        i -= 1  # the traceback this one was raised while handling
+    return start
 
 
 def _head_stage(text: str) -> str | None:

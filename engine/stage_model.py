@@ -26,16 +26,20 @@ from pathlib import PurePosixPath
 from engine.headers import parse_header
 from engine.model import ParsedJob
 from engine.stage import (
-    _FRAME,
-    _TRACEBACK,
     Failing,
+    _foreign_frame,
     _frames,
     _job_stage,
     _own_stream_stage,
     _sibling_stage,
     failing_window,
+    failure_hint,
+    frame_list_evidence,
+    frame_words_stage,
     log_stage,
     progress_stage,
+    stage_of_template,
+    traceback_start,
 )
 from engine.window import Window
 
@@ -118,21 +122,41 @@ def features(ev: Evidence) -> set[str]:
     out.add(f"pos:{_lines_before_bucket(ev.n_before)}")
     for name, stage in sorted(ev.timeline.items()):
         out.add(f"tl:{name}={stage or 'none'}")
+    return out | hint_features(ev)
+
+
+def hint_features(ev: Evidence) -> set[str]:
+    """The stage hints of data/stages.yaml, read at each place as features (a word the training cases
+    never showed may still be in a hint's vocabulary): `hf:` the stage the failure line marks and `fh:`
+    the stage its kind of error typically shows in; `ha:` the stages the lines after it mark; `rf:` the
+    stage of the innermost frame a frame rule knows (`~`: a weak one), `hw:` the stages the frames'
+    compound names point to and `hw0:` the innermost of these; `lh:` the stage of the last line before
+    the traceback that marks one (recency: "Map: 45%", "Saving model checkpoint to") and `hb:` every
+    stage the last BEFORE_LINES lines mark. Each takes `none` where nothing fits."""
+    out = {f"hf:{stage_of_template(ev.failure) or 'none'}", f"fh:{failure_hint(ev.failure) or 'none'}"}
+    out.update(f"ha:{h}" for line in ev.after[:AFTER_LINES] if (h := stage_of_template(line)))
+    framed = frame_list_evidence(ev.frames[:MAX_FRAMES])
+    out.add(f"rf:{framed[0]}{'~' if framed[1] else ''}" if framed else "rf:none")
+    worded = [h for file, func, _ in ev.frames[:MAX_FRAMES]
+              if not _foreign_frame(file) and (h := frame_words_stage(func, file))]
+    out.update(f"hw:{h}" for h in worded)
+    out.add(f"hw0:{worded[0] if worded else 'none'}")
+    marked = [h for line in ev.before[-BEFORE_LINES:] if (h := stage_of_template(line))]
+    out.update(f"hb:{h}" for h in marked)
+    out.add(f"lh:{marked[-1] if marked else 'none'}")
     return out
 
 
 def _split_window(window: Window) -> tuple[str, list[str], list[str], int]:
     """(failure message, messages after it, messages before the traceback that ends at it, their count):
-    the traceback's frames, code lines and header are the frames' features, not the rank's log."""
+    the traceback (`engine.stage.traceback_start`) is the frames' features, not the rank's log."""
     if not window.lines:
         return "", [], [], 0
     at = min(max(window.at, 0), len(window.lines) - 1)
+    start = traceback_start(Window(path=window.path, anchor=window.start + at, start=window.start,
+                                   lines=window.lines))
     msgs = [parse_header(x).message for x in window.lines[: at + 1 + KEEP_AFTER]]
-    i = at - 1
-    while i >= 0 and (_FRAME.match(msgs[i]) or _TRACEBACK.match(msgs[i]) or msgs[i].startswith(("^", "~"))
-                      or (i > 0 and _FRAME.match(msgs[i - 1]))):
-        i -= 1
-    before = [m for m in msgs[: i + 1] if m]
+    before = [m for m in msgs[:start] if m]
     return msgs[at], [m for m in msgs[at + 1:] if m], before[-KEEP_BEFORE:], len(before)
 
 

@@ -4,10 +4,12 @@
 test halves of data/stage_learn.yaml and the synthetic generator's cases are skipped) and keeps, per
 case, the features of the failure (`engine.stage_model.features`), the rule stage and the failing
 rank's timeline. `cv` scores the rules, the model alone and their combinations by leave-one-source-out
-cross-validation: a source is the repository or thread family (truth `source` up to its "#", a
-real-run program style), so no two cases of one source sit on both sides of a split. `train` picks the
-regularisation, the combination and the `unknown` threshold by that cross-validation, fits the model
-on every case and writes it as readable JSON (engine/data/stage_model.json).
+cross-validation (a source is the repository or thread family, truth `source` up to its "#", or a
+real-run program style, so no two cases of one source sit on both sides of a split) or by
+leave-one-public-wave-out (`--group wave`: one public wave held out whole, the estimator of a new
+wave). `train` picks the regularisation, the combination and the `unknown` threshold by the grouping
+data/stage_learn.yaml `select_by` names, fits the model on every case and writes it as readable JSON
+(engine/data/stage_model.json).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class Record:
     stage: str  # the label
     rule: str  # the rule stage (engine.stage.rule_stage)
     evidence: Evidence | None  # None: no rank file showed the first event
+    wave: int = 1  # the collection wave of its corpus (truth `wave`; the first wave has none)
+    split: str = ""  # truth `split`: dev or test
     features: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -60,8 +64,13 @@ class Record:
     def timeline(self) -> dict[str, str | None]:
         return self.evidence.timeline if self.evidence is not None else {"progress": None, "log": None}
 
+    @property
+    def corpus(self) -> str:
+        return "realrun" if self.source.startswith("realrun/") else "public"
+
     def to_dict(self) -> dict:
         return {"case": self.case, "source": self.source, "stage": self.stage, "rule": self.rule,
+                "wave": self.wave, "split": self.split,
                 "evidence": self.evidence.to_dict() if self.evidence is not None else None}
 
 
@@ -104,7 +113,8 @@ def extract_case(case: Path, truth: dict) -> Record:
     ids, trusted = stage_inputs(parsed[0], diagnosis)
     rule = rule_stage(parsed[0], ids, trust_time=trusted)
     return Record(case=case.name, source=source_group(truth), stage=truth["stage"], rule=rule,
-                  evidence=failure_evidence(parsed[0], ids, trust_time=trusted))
+                  evidence=failure_evidence(parsed[0], ids, trust_time=trusted),
+                  wave=int(truth.get("wave") or 1), split=str(truth.get("split") or ""))
 
 
 def stage_inputs(parsed, diagnosis) -> tuple[list[int], bool]:
@@ -140,15 +150,18 @@ def save_records(records: Sequence[Record], path: Path) -> None:
 def load_records(path: Path) -> list[Record]:
     data = json.loads(path.read_text())
     return [Record(case=r["case"], source=r["source"], stage=r["stage"], rule=r["rule"],
-                   evidence=evidence_from_dict(r["evidence"]) if r.get("evidence") else None)
+                   evidence=evidence_from_dict(r["evidence"]) if r.get("evidence") else None,
+                   wave=int(r.get("wave") or 1), split=str(r.get("split") or ""))
             for r in data["records"]]
 
 
 # --- fitting -----------------------------------------------------------------------------------
 
 def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0, combine: str = "model",
-        timeline: str = "progress") -> StageModel:
-    """A multinomial logistic regression over the binary features seen in at least `min_df` cases."""
+        timeline: str = "progress", class_weight: str | None = None) -> StageModel:
+    """A multinomial logistic regression over the binary features seen in at least `min_df` cases;
+    `class_weight` "balanced": each stage weighs as much as every other in the fit, however few its cases
+    (the commonest label, training, then no longer wins where the words are new)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
@@ -164,7 +177,7 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
     classes = sorted(set(y))
     if len(classes) == 1:  # nothing to weigh: one stage, certain
         return StageModel(MODEL_VERSION, tuple(classes), (0.0,), {}, threshold, combine, timeline)
-    lr = LogisticRegression(C=c, max_iter=5000)
+    lr = LogisticRegression(C=c, max_iter=5000, class_weight=class_weight)
     lr.fit(x, y)
     coef, icpt = lr.coef_, lr.intercept_
     if len(lr.classes_) == 2:  # sklearn keeps one row for two classes: the second's log-odds
@@ -178,9 +191,12 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
 
 @dataclass
 class Fold:
-    """Out-of-fold predictions of one model configuration: per record, (stage, probability)."""
+    """Out-of-fold predictions of one model configuration: per scored record, (stage, probability)."""
     c: float
     predictions: list[tuple[str, float]]
+
+
+GROUPS = ("source", "wave")  # how cross-validation holds cases out (`folds`)
 
 
 def loso_folds(records: Sequence[Record]) -> list[tuple[list[int], list[int]]]:
@@ -192,13 +208,45 @@ def loso_folds(records: Sequence[Record]) -> list[tuple[list[int], list[int]]]:
             for s, held in sorted(by_source.items())]
 
 
-def cross_predict(records: Sequence[Record], c: float, min_df: int) -> Fold:
-    preds: list[tuple[str, float] | None] = [None] * len(records)
-    for train, held in loso_folds(records):
-        model = fit([records[i] for i in train], c, min_df)
+def wave_folds(records: Sequence[Record]) -> list[tuple[list[int], list[int]]]:
+    """(train indices, held-out indices) per public wave: the wave's cases (its development half; the
+    test halves are never records) are held out whole and the model is fitted on every other case, the
+    real runs included. A new wave brings new repositories and new wording, which leave-one-source-out
+    hides (its other folds share the wave's vocabulary): this is the estimator of a held-out figure."""
+    by_wave: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        if r.corpus == "public":
+            by_wave[r.wave].append(i)
+    return [([i for i in range(len(records)) if i not in set(held)], held)
+            for _, held in sorted(by_wave.items())]
+
+
+def folds(records: Sequence[Record], group: str) -> list[tuple[list[int], list[int]]]:
+    if group == "source":
+        return loso_folds(records)
+    if group == "wave":
+        out = wave_folds(records)
+        if len(out) < 2:
+            raise ValueError("leave-one-wave-out needs public cases of two waves or more "
+                             f"({len(out)} here); use leave-one-source-out")
+        return out
+    raise ValueError(f"unknown cross-validation group {group!r} (one of {', '.join(GROUPS)})")
+
+
+def scored_indices(records: Sequence[Record], group: str) -> list[int]:
+    """The records a grouping scores (each held out once), in order."""
+    return sorted(i for _, held in folds(records, group) for i in held)
+
+
+def cross_predict(records: Sequence[Record], c: float, min_df: int, group: str = "source",
+                  class_weight: str | None = None) -> Fold:
+    """Out-of-fold predictions for the records `scored_indices` lists, in that order."""
+    preds: dict[int, tuple[str, float]] = {}
+    for train, held in folds(records, group):
+        model = fit([records[i] for i in train], c, min_df, class_weight=class_weight)
         for i in held:
             preds[i] = model.predict(records[i].features)
-    return Fold(c=c, predictions=[p for p in preds if p is not None])
+    return Fold(c=c, predictions=[preds[i] for i in sorted(preds)])
 
 
 @dataclass
@@ -235,42 +283,50 @@ class CvResult:
     best: dict[str, tuple[float, str, float]]  # combination -> (C, timeline kind, threshold) chosen
     scored: dict[str, Scored]  # row name -> scores with the chosen settings
     wrong_cost: float = 1.0
+    group: str = "source"  # how the folds held cases out
+    records: list[Record] = field(default_factory=list)  # the records scored (held out once each), in order
 
 
-def utility(s: Scored, wrong_cost: float) -> tuple[float, int]:
-    """What a configuration is chosen by: right answers less `wrong_cost` per wrong one (a wrong stage is
-    worse than none, CONTRACTS.md §5); ties: fewer wrong answers."""
-    return s.right - wrong_cost * s.wrong, -s.wrong
+def utility(s: Scored, wrong_cost: float) -> float:
+    """What a configuration is chosen by: right answers less `wrong_cost` per wrong one (0: the score of
+    `l4 bench eval`, where `unknown` counts as wrong)."""
+    return s.right - wrong_cost * s.wrong
 
 
-def cross_validate(records: Sequence[Record], conf: dict | None = None) -> CvResult:
-    """Leave-one-source-out: every C, combination, timeline kind and threshold of the settings; the best
-    of each combination by `utility`. The rules are scored beside them but are no candidate: they were
-    written looking at these very cases, so their figure here is in-sample, not a transfer estimate."""
+def cross_validate(all_records: Sequence[Record], conf: dict | None = None, group: str = "source"
+                   ) -> CvResult:
+    """Cross-validation by `group` (leave-one-source-out, or leave-one-public-wave-out): every C,
+    combination, timeline kind and threshold of the settings; the best of each combination by `utility`.
+    The rules are scored beside them but are no candidate: they were written looking at these very
+    cases, so their figure here is in-sample, not a transfer estimate."""
     from threadpoolctl import threadpool_limits
 
     conf = conf or settings()
     cost = float(conf["wrong_cost"])
+    records = [all_records[i] for i in scored_indices(all_records, group)]
     with threadpool_limits(1):  # small fits: BLAS threads only contend (seconds become minutes on a busy box)
-        folds = {c: cross_predict(records, c, conf["min_df"]) for c in conf["C"]}
+        by_c = {c: cross_predict(all_records, c, conf["min_df"], group, conf.get("class_weight"))
+                for c in conf["C"]}
     best: dict[str, tuple[float, str, float]] = {}
     scored: dict[str, Scored] = {"rules (in-sample)": score("rules (in-sample)", records,
                                                              [r.rule for r in records])}
     for combine in CANDIDATES:
         kinds = conf["timeline_kinds"] if combine == "timeline" else ["progress"]
         options = []
-        for c, fold in folds.items():
+        for c, fold in by_c.items():
             for kind in kinds:
                 for t in conf["thresholds"]:
                     s = score(combine, records, answers_of(records, fold, combine, kind, t))
-                    options.append((utility(s, cost), (c, kind, t), s))
+                    # ties: the lower threshold (an abstention that does not pay is none), then the
+                    # wider timeline (where the job's own timeline shows a stage, evidence beats words)
+                    options.append(((utility(s, cost), -t, kinds.index(kind)), (c, kind, t), s))
         _, chosen, s = max(options, key=lambda o: o[0])
         best[combine] = chosen
         scored[combine] = s
         c0, kind0, _ = chosen
         name = f"{combine}, never unknown"
-        scored[name] = score(name, records, answers_of(records, folds[c0], combine, kind0, 0.0))
-    return CvResult(folds=folds, best=best, scored=scored, wrong_cost=cost)
+        scored[name] = score(name, records, answers_of(records, by_c[c0], combine, kind0, 0.0))
+    return CvResult(folds=by_c, best=best, scored=scored, wrong_cost=cost, group=group, records=records)
 
 
 def best_combination(res: CvResult) -> tuple[str, tuple[float, str, float]]:
@@ -286,27 +342,35 @@ def split_answers(records: Sequence[Record], res: CvResult) -> tuple[list[int], 
     return ruled, [i for i in range(len(records)) if i not in set(ruled)]
 
 
-def format_cv(records: Sequence[Record], res: CvResult) -> str:
-    """Per stage and per corpus accuracy of each row, then the settings chosen."""
+GROUP_TITLES = {"source": "leave-one-source-out", "wave": "leave-one-public-wave-out"}
+
+
+def format_cv(res: CvResult) -> str:
+    """Per stage, per corpus and per public wave accuracy of each row, then the settings chosen."""
+    records = res.records
     rows = list(res.scored.values())
     head = "| stage | cases | " + " | ".join(s.name for s in rows) + " |"
-    out = ["#### Stage by leave-one-source-out cross-validation", "", head, "|" + "---|" * (len(rows) + 2)]
+    title = f"#### Stage by {GROUP_TITLES[res.group]} cross-validation"
+    out = [title, "", head, "|" + "---|" * (len(rows) + 2)]
     groups: dict[str, list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         groups[r.stage].append(i)
-        groups["public" if not r.source.startswith("realrun/") else "realrun"].append(i)
-    names = [g for g in (*STAGES, "public", "realrun") if g in groups]
+        groups[f"*{r.corpus} cases*"].append(i)
+        if r.corpus == "public":
+            groups[f"*public wave {r.wave}*"].append(i)
+    waves = sorted(g for g in groups if g.startswith("*public wave"))
+    names = [g for g in (*STAGES, "*public cases*", *waves, "*realrun cases*") if g in groups]
     for g in names:
         idx = groups[g]
         cells = [f"{sum(s.answers[i] == records[i].stage for i in idx) / len(idx):.2f}" for s in rows]
-        label = g if g in STAGES else f"*{g} cases*"
-        out.append(f"| {label} | {len(idx)} | " + " | ".join(cells) + " |")
+        out.append(f"| {g} | {len(idx)} | " + " | ".join(cells) + " |")
     out.append(f"| **all** | {len(records)} | " + " | ".join(f"**{s.accuracy:.2f}**" for s in rows) + " |")
     out.append("| abstained | | " + " | ".join(f"{s.abstained / len(records):.2f}" for s in rows) + " |")
     out.append("| wrong | | " + " | ".join(f"{s.wrong / len(records):.2f}" for s in rows) + " |")
     out.append("")
     sources = len({r.source for r in records})
-    out.append(f"{len(records)} cases, {sources} sources (folds).")
+    n_folds = len({r.source for r in records}) if res.group == "source" else len(waves)
+    out.append(f"{len(records)} cases scored, {sources} sources, {n_folds} folds.")
     for name, (c, kind, t) in res.best.items():
         extra = f", timeline {kind}" if name == "timeline" else ""
         out.append(f"- {name}: C {c}{extra}, unknown below p {t}")
@@ -331,17 +395,23 @@ def model_json(doc: dict) -> str:
 
 
 def train(records: Sequence[Record], out: Path, conf: dict | None = None) -> tuple[StageModel, CvResult]:
-    """Cross-validate, fit the chosen configuration on every record, write it to `out`."""
+    """Cross-validate by the settings' `select_by` grouping, fit the chosen configuration on every
+    record, write it to `out`."""
     conf = conf or settings()
-    res = cross_validate(records, conf)
+    group = conf.get("select_by", "wave")
+    if group == "wave" and len(wave_folds(records)) < 2:  # a corpus of one wave: no wave to hold out
+        group = "source"
+    res = cross_validate(records, conf, group)
     name, (c, kind, t) = best_combination(res)
-    model = fit(records, c, conf["min_df"], threshold=t, combine=name, timeline=kind)
+    model = fit(records, c, conf["min_df"], threshold=t, combine=name, timeline=kind,
+                class_weight=conf.get("class_weight"))
     body = model.to_dict()
     doc = {"about": "engine/stage_model.py: stage = softmax(intercept + sum of the weights of the features "
                     "present); trained by `l4 bench stage-model train` (engine/bench/stage_learn.py)",
            "trained_on": {"cases": len(records), "sources": len({r.source for r in records}),
+                          "cv": GROUP_TITLES[res.group],
                           "cv_accuracy": {k: round(s.accuracy, 4) for k, s in res.scored.items()},
-                          "C": c},
+                          "C": c, "class_weight": conf.get("class_weight")},
            **body}
     out.write_text(model_json(doc))
     return model, res

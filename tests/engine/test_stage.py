@@ -1,4 +1,6 @@
 from engine.diagnose import diagnose
+from engine.stage import traceback_start
+from engine.window import Window
 from tests.helpers.jobs import write_failed_job as _files_job
 from tests.helpers.stages import rules_stage
 
@@ -207,3 +209,25 @@ def test_stack_frames_and_retries_are_no_progress():
     assert log_stage(Window(path="x", anchor=len(lines) - 1, lines=lines)) is None
     steps = [f"iter {i}: loss 4.{i:02d}, time 49.6ms, mfu 0.00%" for i in range(4)]
     assert log_stage(Window(path="x", anchor=len(lines) + 3, lines=steps + lines)) == "training"
+
+
+_TB = ["step 1 loss 2.0", "step 2 loss 1.9", "Traceback (most recent call last):",
+       '  File "train.py", line 9, in <module>', "    main()", '  File "train.py", line 5, in main',
+       "    step()", "RuntimeError: boom"]
+
+
+def _at_end(lines: list[str]) -> Window:
+    return Window(path="rank0.log", anchor=len(lines) - 1, lines=lines)
+
+
+def test_one_traceback_walk_finds_where_the_failure_s_own_lines_start():
+    assert traceback_start(_at_end(_TB)) == 2  # its head
+    assert traceback_start(_at_end(_TB[:2] + _TB[3:])) == 2  # pasted without its head: the outermost frame
+    # the exception's message may take lines between the frames and the failure line
+    assert traceback_start(_at_end([*_TB[:-1], "RuntimeError: NCCL error", "ncclInternalError: x",
+                                    "Last error:", "socket failed"])) == 2
+    chained = ["loading data", "Traceback (most recent call last):", '  File "d.py", line 1, in get',
+               "    return d['x']", "KeyError: 'x'", "",
+               "During handling of the above exception, another exception occurred:", "", *_TB[2:]]
+    assert traceback_start(_at_end(chained)) == 1  # the first traceback of a chain
+    assert traceback_start(_at_end(["a", "b", "RuntimeError: x"])) == 2  # no traceback: the failure line

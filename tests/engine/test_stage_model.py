@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.stage_learn import STAGES, Record, held_out, loso_folds, settings, usable_cases
+from engine.bench.stage_learn import (
+    STAGES,
+    Record,
+    held_out,
+    loso_folds,
+    scored_indices,
+    settings,
+    usable_cases,
+    wave_folds,
+)
+from engine.bench.stage_learn import folds as folds_of
 from engine.diagnose import diagnose
 from engine.stage_model import (
     COMBINATIONS,
@@ -15,6 +25,7 @@ from engine.stage_model import (
     combined,
     evidence_from_dict,
     features,
+    hint_features,
     load_model,
     model_from_dict,
     stem,
@@ -86,6 +97,23 @@ def test_features_are_words_of_each_place_and_the_timeline():
     assert [stem(w) for w in ("saves", "save", "saved", "is", "loss")] == ["sav", "sav", "sav", "is", "loss"]
 
 
+def test_the_stage_hints_are_read_at_each_place_as_features():
+    ev = Evidence(failure="OSError: [Errno 28] No space left on device", after=[],
+                  before=["Saving model checkpoint to /out/checkpoint-500", "Map:  45%|####  | 450/1000"],
+                  n_before=2, frames=[("/x/torch/serialization.py", "_open_zipfile_writer", "return f"),
+                                      ("/x/trainer.py", "_save_checkpoint", "torch.save(state, p)"),
+                                      ("/x/trainer.py", "train", "self._inner_training_loop()")],
+                  timeline={"progress": None, "log": None})
+    hints = hint_features(ev)
+    assert {"fh:checkpointing", "hf:none", "rf:checkpointing", "hw:checkpointing",
+            "hw0:checkpointing"} <= hints
+    assert {"hb:checkpointing", "hb:data_loading", "lh:data_loading"} <= hints  # the last marked: recency
+    assert hints <= features(ev)
+    bare = hint_features(Evidence(failure="ValueError: x", after=[], before=[], n_before=0, frames=[],
+                                  timeline={}))
+    assert bare == {"hf:none", "fh:none", "rf:none", "hw0:none", "lh:none"}
+
+
 def test_combinations_and_timeline_kinds():
     assert combined("rules", "init", None, "training", 0.9, 0.5) == "init"
     assert combined("model", "init", None, "training", 0.9, 0.5) == "training"
@@ -121,6 +149,24 @@ def test_cross_validation_never_puts_one_source_on_both_sides():
     assert sorted(seen) == list(range(len(records)))
 
 
+def test_leave_one_wave_out_holds_out_each_public_wave_whole_and_always_trains_on_the_real_runs():
+    records = [_record(f"w{w}-{i}", f"github/o/r{w}{i % 2}", STAGES[i % 3])
+               for w in (1, 2, 3) for i in range(4)]
+    for r in records:
+        r.wave = int(r.case[1])
+    records += [_record("rr0", "realrun/ddp", "training"), _record("rr1", "realrun/hf", "init")]
+    folds = wave_folds(records)
+    assert len(folds) == 3
+    for w, (train, held) in zip((1, 2, 3), folds, strict=True):
+        assert {records[i].wave for i in held} == {w} and {records[i].corpus for i in held} == {"public"}
+        assert all(records[i].wave != w or records[i].corpus == "realrun" for i in train)
+        assert {len(records) - 2, len(records) - 1} <= set(train)
+    assert scored_indices(records, "wave") == list(range(12))
+    assert scored_indices(records, "source") == list(range(len(records)))
+    with pytest.raises(ValueError, match="two waves"):
+        folds_of(records[:4], "wave")
+
+
 def test_the_held_out_test_halves_are_never_read():
     rules = settings()["held_out"]
     assert held_out({"source": "github/a/b#1", "wave": 2, "split": "test"}, rules)
@@ -128,6 +174,8 @@ def test_the_held_out_test_halves_are_never_read():
     assert not held_out({"source": "github/a/b#1", "wave": 2, "split": "dev"}, rules)
     assert not held_out({"source": "realrun/ddp", "wave": 2, "split": "test"}, rules)  # real-run wave 2: all
     assert not held_out({"source": "github/a/b#1", "split": "test"}, rules)  # the old public cases: both
+    assert held_out({"source": "github/a/b#1", "wave": 3, "split": "test"}, rules)
+    assert not held_out({"source": "github/a/b#1", "wave": 3, "split": "dev"}, rules)  # measured: trains
     names = {c.name for c, _ in usable_cases([REPO / "tests/fixtures/public_logs/_wave2"], rules)}
     index = json.loads((REPO / "tests/fixtures/public_logs/_wave2/cases.json").read_text())
     assert names and names <= {c["path"] for c in index if c.get("split") == "dev"}
@@ -153,7 +201,7 @@ def test_the_training_command_runs_on_a_tiny_corpus(tmp_path):
     run = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "stage-model", "train", str(cases),
                           "-o", str(out)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert "leave-one-source-out" in run.stdout and "6 cases, 6 sources" in run.stdout
+    assert "leave-one-source-out" in run.stdout and "6 cases scored, 6 sources" in run.stdout
     model = model_from_dict(json.loads(out.read_text()))
     assert set(model.classes) == {"checkpointing", "init"}
     bad = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "stage-model", "cv",
