@@ -128,15 +128,19 @@ WAVE3_NODE_SCHEMES = ("ip-10-1-{}-23", "hgx-{:04d}", "trn-{:02d}", "cn{:03d}")
 WAVE3_UNSTAMPED = ("nanogpt",)  # its own lines are plain print()s: no time at all
 
 
+def _scheme_nodes(w: random.Random, schemes: tuple[str, ...]) -> list[str]:
+    scheme = w.choice(schemes)
+    first = w.randrange(1, 90)
+    return [scheme.format(first + i) for i in range(NNODES)]
+
+
 def _wave3(p: RunPlan, nodes_given: bool, salt: str = "l4-realrun-w3", wave: int = 3) -> None:
     """Settings of a wave-3 case, every one from its own hash of the name (``salt``: the dev wave of cases
     -7 and on draws the same kinds of settings from another hash, so they differ from wave 3's)."""
     w = random.Random(f"{salt}:{p.name}")
     p.wave = wave
     if not nodes_given:
-        scheme = w.choice(WAVE3_NODE_SCHEMES)
-        first = w.randrange(1, 90)
-        p.nodes = [scheme.format(first + i) for i in range(NNODES)]
+        p.nodes = _scheme_nodes(w, WAVE3_NODE_SCHEMES)
     p.clocks = [w.choice(WAVE3_CLOCKS) for _ in p.nodes]
     if p.style in WAVE3_UNSTAMPED:
         p.clocks = [(tz, "none") for tz, _ in p.clocks]
@@ -165,9 +169,7 @@ def _wave5(p: RunPlan, nodes_given: bool) -> None:
     w = random.Random(f"l4-realrun-w5:{p.name}")
     p.wave = 5
     if not nodes_given:
-        scheme = w.choice(WAVE5_NODE_SCHEMES)
-        first = w.randrange(1, 90)
-        p.nodes = [scheme.format(first + i) for i in range(NNODES)]
+        p.nodes = _scheme_nodes(w, WAVE5_NODE_SCHEMES)
     p.clocks = [w.choice(WAVE5_CLOCKS) for _ in p.nodes]
     if not any(fmt == "iso_offset" for _, fmt in p.clocks):
         p.clocks[w.randrange(len(p.clocks))] = WAVE5_CLOCKS[0]
