@@ -178,7 +178,7 @@ def cmd_realrun_generate(args: argparse.Namespace) -> int:
         raise JobError("--per-kind must be at least 1")
     try:
         rows = generate(Path(args.out), split(args.kinds), split(args.styles), per_kind=args.per_kind,
-                        cases=split(args.cases))
+                        cases=split(args.cases), wave=args.wave)
     except ValueError as exc:
         raise JobError(str(exc)) from None
     print(f"{len(rows)} cases in {args.out}")
@@ -290,9 +290,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     rg.add_argument("out")
     rg.add_argument("--kinds", help="comma-separated fault kinds (default: all in kinds.yaml)")
     rg.add_argument("--styles", help="comma-separated program styles: ddp, megatron, hf, lightning, "
-                    "accelerate, nanogpt (default: all)")
+                    "accelerate, nanogpt, fabric, titan (default: all)")
     rg.add_argument("--per-kind", type=int, default=2, help="cases per fault kind (default 2)")
     rg.add_argument("--cases", help="comma-separated case names: run only these again")
+    rg.add_argument("--wave", type=int, help="only the cases of this wave (5: with --per-kind 12)")
     rg.set_defaults(func=cmd_realrun_generate)
     rc = rsub.add_parser("check", help="is a corpus well formed (root lines verbatim, splits, kinds)")
     rc.add_argument("corpus")

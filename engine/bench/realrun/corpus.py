@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import sys
@@ -26,7 +27,8 @@ from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans,
 
 HISTORY = "_history"
 # hf and lightning runs cost the most (transformers or lightning imported on every rank)
-HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1, "lightning": 1, "accelerate": 1, "nanogpt": 1}
+HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1, "lightning": 1, "accelerate": 1, "nanogpt": 1, "fabric": 1,
+                "titan": 1}
 SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "torch-2.13.0-cpu"},
             "megatron": {"model": "gpt-tiny-64", "framework": "megatron", "image": "torch-2.13.0-cpu"},
             "lightning": {"model": "tinylm-64", "framework": "lightning",
@@ -34,9 +36,20 @@ SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "
             "hf": {"model": "gpt2-tiny", "framework": "hf-trainer", "image": "torch-2.13.0-cpu-transformers"},
             "accelerate": {"model": "tinylm-64", "framework": "hf-accelerate",
                            "image": "torch-2.13.0-cpu-accelerate"},
-            "nanogpt": {"model": "nanogpt-tiny-64", "framework": "nanogpt", "image": "torch-2.13.0-cpu"}}
-# styles whose checkpoint is a folder (accelerate's save_state): a resume case gets the whole folder
-STATE_DIR_STYLES = ("accelerate",)
+            "nanogpt": {"model": "nanogpt-tiny-64", "framework": "nanogpt", "image": "torch-2.13.0-cpu"},
+            "fabric": {"model": "tinylm-64", "framework": "lightning-fabric",
+                       "image": "torch-2.13.0-cpu-lightning"},
+            "titan": {"model": "llama3-debugmodel", "framework": "torchtitan", "image": "torch-2.13.0-cpu"}}
+# styles whose checkpoint is a folder (accelerate's save_state step_N, a DCP step-N of titan): a resume
+# case gets the whole folder
+STATE_DIR_STYLES = ("accelerate", "titan")
+STATE_DIR = re.compile(r"^step[-_](\d+)$")
+
+
+def _state_dirs(folder: Path) -> list[Path]:
+    """The checkpoint folders in ``folder``, oldest step first."""
+    found = [p for p in folder.glob("step*") if p.is_dir() and STATE_DIR.match(p.name)]
+    return sorted(found, key=lambda p: int(STATE_DIR.match(p.name)[1]))
 
 
 class InjectionNotObserved(RuntimeError):
@@ -57,8 +70,8 @@ def run_history(style: str, n: int, scratch: Path, out: Path) -> Path:
         raise RuntimeError(f"history run {plan.name} failed on {bad}; see {scratch}")
     write_job(out, log_files(res), _job_json(plan.name, "succeeded", style, res))
     keep = resume_of(out.parent, style)
-    if style in STATE_DIR_STYLES:  # the last save_state folder, step_<N>
-        states = sorted((scratch / "ckpt").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+    if style in STATE_DIR_STYLES:  # the last save_state folder, step_<N> (DCP: step-<N>)
+        states = _state_dirs(scratch / "ckpt")
         if states:
             if keep.is_dir():
                 shutil.rmtree(keep)
@@ -78,7 +91,7 @@ def resume_of(history: Path, style: str) -> Path:
 def _resume_path(history: Path, style: str) -> Path | None:
     keep = resume_of(history, style)
     if style in STATE_DIR_STYLES:
-        found = sorted(keep.glob("step_*")) if keep.is_dir() else []
+        found = _state_dirs(keep) if keep.is_dir() else []
         return found[-1] if found else None
     return keep if keep.is_file() else None
 
@@ -105,6 +118,7 @@ def truth_of(plan: RunPlan, files: list[LogFile], ranks: dict[tuple[str, int], i
                   for n, (tz, fmt) in zip(plan.nodes, plan.clocks, strict=True)},
         "layout": plan.layout, "world_size": len(plan.nodes) * NPROC,
         "steps": plan.steps, "save_every": plan.save_every, "prefix": plan.prefix, "wave": plan.wave,
+        **({"restarts": plan.restarts} if plan.restarts else {}),
         "ranks": {f"{node}/{loc}": r for (node, loc), r in sorted(ranks.items())},
     }
 
@@ -131,14 +145,15 @@ def relabel(root: Path) -> int:
 
 
 def write_wave_views(root: Path) -> dict[int, int]:
-    """``root/_wave1/`` to ``root/_wave4/`` (4: the development runs, cases -7 on): the cases of each
+    """``root/_wave1/`` to ``root/_wave5/`` (4: the development runs, cases -7 to -10): the cases of each
     wave as links beside a cases.json of their own, so that `l4 bench eval root/_wave3 --split test,dev`
     scores a held-out wave alone. Returns the number of cases per wave."""
     rows = json.loads((root / "cases.json").read_text())
     waves: dict[int, list[dict]] = {}
     for row in rows:
         n = int(row["case_id"].rsplit("-", 1)[1])
-        waves.setdefault(4 if n >= 7 else 3 if n >= 5 else 2 if n >= 3 else 1, []).append(row)
+        wave = 5 if n >= 11 else 4 if n >= 7 else 3 if n >= 5 else 2 if n >= 3 else 1
+        waves.setdefault(wave, []).append(row)
     for wave, wrows in sorted(waves.items()):
         view = root / f"_wave{wave}"
         if view.is_dir():
@@ -170,9 +185,10 @@ def write_case(out: Path, plan: RunPlan, res: RunResult, split: str, history: li
 
 def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None = None, *, per_kind: int = 2,
              cases: list[str] | None = None, scratch: Path | None = None,
-             log: Callable[[str], None] | None = None) -> list[dict]:
+             log: Callable[[str], None] | None = None, wave: int | None = None) -> list[dict]:
     """Run and label the corpus into ``out``; returns the index rows (also in ``out/cases.json``).
-    ``cases`` runs only the named cases of the corpus (to run one again)."""
+    ``cases`` runs only the named cases of the corpus (to run one again); ``wave`` only the cases of
+    that wave (5: the -11/-12 cases of ``--per-kind 12``)."""
     say = log or (lambda m: print(m, file=sys.stderr))
     out.mkdir(parents=True, exist_ok=True)
     scratch = scratch or out / ".scratch"
@@ -186,6 +202,10 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
         if unknown:
             raise ValueError(f"no such cases: {', '.join(unknown)}")
         plans = [p for p in plans if p.name in cases]
+    if wave is not None:
+        plans = [p for p in plans if p.wave == wave]
+        if not plans:
+            raise ValueError(f"no cases of wave {wave} (wave 5 needs --per-kind 12)")
     index_path = out / "cases.json"
     index = {r["case_id"]: r for r in json.loads(index_path.read_text())} if index_path.is_file() else {}
     history: dict[str, list[Path]] = {}

@@ -19,6 +19,10 @@ from engine.bench.realrun.plan import NPROC, RunPlan, kind_spec, kinds
 RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch's prefix of an uncaught exception's lines
 FRAME = re.compile(r"^\s")
 CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+# torchrun's agent (LOGLEVEL=INFO) before it starts the workers again (--max-restarts): what the ranks
+# write after it on that node is a later attempt
+RESTART = re.compile(r"will restart worker group")
+ATTEMPT_DIR = re.compile(r"/attempt_(\d+)/")
 
 Stream = tuple[str, int | None]  # (node, local rank; None = the node's launcher)
 
@@ -30,6 +34,7 @@ class Line:
     stream: Stream
     block: int | None = None  # traceback block id
     exc: bool = False  # the exception line that ends its block
+    attempt: int = 0  # torchrun's restart count of the workers that wrote it
 
 
 def body_of(raw: str, console: bool = True) -> str:
@@ -45,9 +50,13 @@ def _lines(files: Iterable[LogFile]) -> list[list[Line]]:
     for f in files:
         per_stream: dict[Stream, list[Line]] = {}
         console = f.rel.endswith("/torchrun.log")  # rank files and launcher.log carry no launcher prefix
+        in_dir = ATTEMPT_DIR.search(f.rel)
+        attempt = int(in_dir[1]) if in_dir else 0
         for raw, local in zip(f.lines, f.locals, strict=True):
             key = (f.node, local)
-            per_stream.setdefault(key, []).append(Line(raw, body_of(raw, console), key))
+            per_stream.setdefault(key, []).append(Line(raw, body_of(raw, console), key, attempt=attempt))
+            if local is None and not in_dir and RESTART.search(raw):
+                attempt += 1
         for seq in per_stream.values():
             open_block = None
             for ln in seq:
@@ -104,27 +113,29 @@ def label(plan: RunPlan, files: list[LogFile], ranks: dict[tuple[str, int], dict
             if ln.block is not None:
                 blocks.setdefault(ln.block, []).append(ln)
     root: list[Line] = []
+    recurred: list[Line] = []  # the fault again in a restarted attempt: context (the first attempt's is root)
     for seq in seqs:
         for ln in seq:
             if not root_stream(ln.stream) or (ln.block is not None and not ln.exc) \
                     or not any(p.search(ln.body) for p in pats):
                 continue
-            if ln.block is not None and ln.exc:
-                root.extend(blocks[ln.block])
-            else:
-                root.append(ln)
+            found = blocks[ln.block] if ln.block is not None and ln.exc else [ln]
+            (root if ln.attempt == 0 else recurred).extend(found)
     ind = [ln for ln in root if ln.block is None or ln.exc]
-    also_lines = [ln for seq in seqs for ln in seq if ln.stream[1] is not None
-                  and any(p.search(ln.body) for p in also)]
+    also_all = [ln for seq in seqs for ln in seq if ln.stream[1] is not None
+                and any(p.search(ln.body) for p in also)]
+    also_lines = [ln for ln in also_all if ln.attempt == 0]
+    recurred += [ln for ln in also_all if ln.attempt > 0]
     root_set = {id(x) for x in root + also_lines}
-    context: list[Line] = []
+    context: list[Line] = list(recurred)
+    recurred_set = {id(x) for x in recurred}
     cascade: list[Line] = []
     for seq in seqs:
         in_summary = seen_root_cause = False  # inside torchrun's ChildFailedError summary
         for ln in seq:
             if ln.stream[1] is None and "ChildFailedError" in ln.body:
                 in_summary, seen_root_cause = True, False
-            if id(ln) not in root_set:
+            if id(ln) not in root_set and id(ln) not in recurred_set:
                 if ln.stream in faulty and (ln.block is not None or ln.body.startswith(CHAIN)):
                     context.append(ln)
                 elif in_summary or ln.block is not None or any(p.search(ln.body) for p in cascade_pats):

@@ -25,7 +25,7 @@ from engine.bench.realrun.plan import NPROC, SEQ, STEPS, VOCAB, RunPlan
 PROGRAMS = Path(__file__).parent / "programs"
 SCRIPTS = {"ddp": "ddp_train.py", "megatron": "megatron_train.py", "hf": "hf_train.py",
            "lightning": "lightning_train.py", "accelerate": "accelerate_train.py",
-           "nanogpt": "nanogpt_train.py"}
+           "nanogpt": "nanogpt_train.py", "fabric": "fabric_train.py", "titan": "titan_train.py"}
 TIMEOUT_S = 8  # gloo collective timeout: hangs and stragglers surface within seconds
 JOIN_TIMEOUT_S = 30
 READ_TIMEOUT_S = 20  # the rendezvous store's: a node that cannot reach it gives up after this
@@ -125,6 +125,8 @@ def _node_env(plan: RunPlan, i: int, work: Path, port: int, resume: Path | None)
                PYTHONPATH=os.pathsep.join([str(site), str(code)]))
     if plan.prefix == "rank":  # torchrun's --tee prefix with the global rank instead of [defaultN]:
         env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
+    if plan.restarts:  # the launch script of an elastic job: the agent says when it restarts its workers
+        env["LOGLEVEL"] = "INFO"
     kind = plan.kind
     if kind and (plan.scope != "local" or i == plan.fault_node):
         env.update(L4RR_FAULT=kind, L4RR_FAULT_SCOPE=plan.scope, L4RR_FAULT_STEP=str(plan.step),
@@ -137,13 +139,13 @@ def _node_env(plan: RunPlan, i: int, work: Path, port: int, resume: Path | None)
         pkg.mkdir(exist_ok=True)
         (pkg / "__init__.py").write_text(STALE_PACKAGE)
         (pkg / "adam.py").write_text("class FusedAdam:\n    pass\n")
-    if resume is not None and resume.is_dir():  # a save_state folder: its model weights cut short
+    if resume is not None and resume.is_dir():  # a save_state or DCP folder: its model weights cut short
         dst = work / "local" / node / resume.name
         shutil.copytree(resume, dst)
         if i == plan.fault_node:
             weights = dst / "model.safetensors"
             if not weights.is_file():
-                weights = max(dst.iterdir(), key=lambda f: f.stat().st_size)
+                weights = max(sorted(dst.iterdir()), key=lambda f: f.stat().st_size)
             data = weights.read_bytes()
             weights.write_bytes(data[: len(data) // 3])
         env["L4RR_RESUME"] = str(dst)
@@ -168,7 +170,7 @@ def _agent_cmd(plan: RunPlan, i: int, port: int, work: Path, logdir: Path, torch
     return [torchrun, "--nnodes", str(len(plan.nodes)), "--nproc-per-node", str(NPROC), "--node-rank", str(i),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", plan.name,
             "--rdzv-conf", _rdzv_conf(i), "--local-addr", "127.0.0.1",
-            "--max-restarts", "0", "--monitor-interval", "0.5", "--log-dir", str(logdir),
+            "--max-restarts", str(plan.restarts), "--monitor-interval", "0.5", "--log-dir", str(logdir),
             "--redirects", "3", "--tee", "3", str(work / "code" / SCRIPTS[plan.style])]
 
 
@@ -230,6 +232,8 @@ def load_run(plan: RunPlan, work: Path) -> RunResult:
     res = RunResult(plan, work, {n: o.read_bytes().decode("utf-8", "replace") for n, o in outs.items()},
                     {n: work / "logs" / n for n in outs})
     for f in sorted((work / "ranks").glob("*.json")):
+        if ".attempt" in f.name:  # a restarted worker's (the labels keep the first attempt's ranks)
+            continue
         info = json.loads(f.read_text())
         res.ranks[(info["node"], int(info["local_rank"]))] = info
     return res

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import yaml
 
-STYLES = ("ddp", "megatron", "hf", "lightning", "accelerate", "nanogpt")
-# held out: only wave 3 (cases -5, -6) and the development wave 4 (-7 on) run them
+STYLES = ("ddp", "megatron", "hf", "lightning", "accelerate", "nanogpt", "fabric", "titan")
+# held out: only wave 3 (cases -5, -6) and the development wave 4 (-7 to -10) run them
 WAVE3_STYLES = ("accelerate", "nanogpt")
+# held out: only wave 5 (cases -11, -12) runs them
+WAVE5_STYLES = ("fabric", "titan")
 NNODES = 4
 NPROC = 2
 STEPS = 24
@@ -74,7 +76,9 @@ class RunPlan:
     save_every: int = SAVE_EVERY
     prefix: str = "default"  # the launcher's console prefix of rank lines: [defaultN]: or [rankN]: (global)
     wave: int = 1  # 1: the first corpus (cases -1, -2); 2: held-out growth (-3, -4); 3: new styles (-5, -6);
-    # 4: development runs of the new styles (-7 on), never committed as fixtures
+    # 4: development runs of the new styles (-7 to -10), never committed as fixtures; 5: the styles of
+    # WAVE5_STYLES and elastic restarts (-11, -12)
+    restarts: int = 0  # torchrun --max-restarts: the agents restart the workers this many times
 
     @property
     def world(self) -> int:
@@ -111,7 +115,7 @@ def _wave2(p: RunPlan) -> None:
     p.steps = w.choice(WAVE2_STEPS)
     p.save_every = w.choice(WAVE2_SAVE_EVERY)
     p.prefix = w.choice(["default", "rank"])
-    if p.style in WAVE2_UNSTAMPED and w.random() < 0.5:
+    if p.style in WAVE2_UNSTAMPED and w.random() < 0.55:
         p.clocks = [(tz, "none") for tz, _ in p.clocks]
 
 
@@ -124,15 +128,19 @@ WAVE3_NODE_SCHEMES = ("ip-10-1-{}-23", "hgx-{:04d}", "trn-{:02d}", "cn{:03d}")
 WAVE3_UNSTAMPED = ("nanogpt",)  # its own lines are plain print()s: no time at all
 
 
+def _scheme_nodes(w: random.Random, schemes: tuple[str, ...]) -> list[str]:
+    scheme = w.choice(schemes)
+    first = w.randrange(1, 90)
+    return [scheme.format(first + i) for i in range(NNODES)]
+
+
 def _wave3(p: RunPlan, nodes_given: bool, salt: str = "l4-realrun-w3", wave: int = 3) -> None:
     """Settings of a wave-3 case, every one from its own hash of the name (``salt``: the dev wave of cases
     -7 and on draws the same kinds of settings from another hash, so they differ from wave 3's)."""
     w = random.Random(f"{salt}:{p.name}")
     p.wave = wave
     if not nodes_given:
-        scheme = w.choice(WAVE3_NODE_SCHEMES)
-        first = w.randrange(1, 90)
-        p.nodes = [scheme.format(first + i) for i in range(NNODES)]
+        p.nodes = _scheme_nodes(w, WAVE3_NODE_SCHEMES)
     p.clocks = [w.choice(WAVE3_CLOCKS) for _ in p.nodes]
     if p.style in WAVE3_UNSTAMPED:
         p.clocks = [(tz, "none") for tz, _ in p.clocks]
@@ -140,6 +148,47 @@ def _wave3(p: RunPlan, nodes_given: bool, salt: str = "l4-realrun-w3", wave: int
     p.steps = w.choice(WAVE3_STEPS)
     p.save_every = w.choice(WAVE3_SAVE_EVERY)
     p.prefix = w.choice(["default", "rank"])
+
+
+# wave 5 (cases 11 and 12, the styles of WAVE5_STYLES only): other steps, saves, zones, node names, and
+# torchrun --max-restarts 1 on about a third of the cases whose failure torchrun restarts
+WAVE5_STEPS = (14, 20, 28)
+WAVE5_SAVE_EVERY = (4, 6, 7)
+WAVE5_CLOCKS = (("Australia/Sydney", "iso_offset"), ("America/Chicago", "iso_offset"), ("UTC", "iso_z"),
+                ("Europe/London", "naive"), ("Asia/Singapore", "naive"))
+WAVE5_NODE_SCHEMES = ("gpu-a100-{:02d}", "node-{:03d}.cluster.local", "h100-{:03d}", "compute-0-{}")
+WAVE5_UNSTAMPED = ("fabric",)  # fabric.print and Fabric's messages carry no time: only torchrun's lines do
+# failures of the agent itself (no rendezvous, a held port, the agent told to stop): nothing to restart
+NO_RESTART_KINDS = ("rendezvous_timeout", "port_in_use", "sigterm_preempt")
+# kinds with a second wave-5 case (-12, in the other new style): the first 7 in the hash order of the name
+WAVE5_SECOND = 7
+
+
+def _wave5(p: RunPlan, nodes_given: bool) -> None:
+    """Settings of a wave-5 case, every one from its own hash of the name (salt ``l4-realrun-w5``)."""
+    w = random.Random(f"l4-realrun-w5:{p.name}")
+    p.wave = 5
+    if not nodes_given:
+        p.nodes = _scheme_nodes(w, WAVE5_NODE_SCHEMES)
+    p.clocks = [w.choice(WAVE5_CLOCKS) for _ in p.nodes]
+    if not any(fmt == "iso_offset" for _, fmt in p.clocks):
+        p.clocks[w.randrange(len(p.clocks))] = WAVE5_CLOCKS[0]
+    if p.style in WAVE5_UNSTAMPED:
+        p.clocks = [(tz, "none") for tz, _ in p.clocks]
+    p.layout = w.choice(["console", "logdir"])
+    p.steps = w.choice(WAVE5_STEPS)
+    p.save_every = w.choice(WAVE5_SAVE_EVERY)
+    p.prefix = w.choice(["default", "rank"])
+    if p.kind not in NO_RESTART_KINDS and w.random() < 0.55:
+        p.restarts = 1
+        if p.layout == "console":  # global ranks may move between attempts: the console keeps local ones
+            p.prefix = "default"
+
+
+def wave5_second(kind: str) -> bool:
+    """Whether ``kind`` has a second wave-5 case (-12)."""
+    order = sorted(kinds()["kinds"], key=lambda k: _hash(f"l4-realrun-w5-second:{k}"))
+    return kind in order[:WAVE5_SECOND]
 
 
 def split_of(name: str) -> str:
@@ -158,7 +207,9 @@ def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str
         clocks[rng.randrange(len(clocks))] = CLOCKS[0]
     p = RunPlan(name=name, style=style, kind=kind, seed=seed, nodes=nodes, clocks=clocks,
                 layout=rng.choice(["console", "logdir"]))
-    if seed >= 7 and kind is not None:  # development runs of the new styles: their own hash salt
+    if seed >= 11 and kind is not None:
+        _wave5(p, nodes_given)
+    elif seed >= 7 and kind is not None:  # development runs of the new styles: their own hash salt
         _wave3(p, nodes_given, salt="l4-realrun-w4", wave=4)
     elif seed >= 5 and kind is not None:
         _wave3(p, nodes_given)
@@ -183,7 +234,9 @@ def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] |
     """The corpus: ``per_kind`` cases of every kind, on its styles in turn (named ``<kind>-<style>-<n>``).
     Cases 1 to 4 take the kind's styles of the first waves in turn, cases 5 and on its wave-3 styles (from
     a side the kind's hash picks, so that both new styles get about half); cases 7 and on are development
-    runs of those styles with settings from another hash (wave 4)."""
+    runs of those styles with settings from another hash (wave 4, up to -10); cases 11 and 12 run the styles
+    of WAVE5_STYLES (wave 5: -11 for every kind, -12 in the other new style for the kinds `wave5_second`
+    picks)."""
     all_kinds = kinds()["kinds"]
     chosen = kinds_wanted or list(all_kinds)
     for k in chosen:
@@ -195,11 +248,17 @@ def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] |
     plans = []
     for kind in chosen:
         allowed = [s for s in all_kinds[kind]["styles"] if s in styles]
-        old = [s for s in allowed if s not in WAVE3_STYLES]
+        old = [s for s in allowed if s not in WAVE3_STYLES + WAVE5_STYLES]
         new = [s for s in allowed if s in WAVE3_STYLES]
+        new5 = [s for s in allowed if s in WAVE5_STYLES]
         for n in range(per_kind):
-            if n < 4 and not old or n >= 4 and not new:
+            if n < 4 and not old or 4 <= n < 10 and not new or n >= 10 and not new5:
                 continue
-            style = old[n % len(old)] if n < 4 else new[(n - 4 + _hash(kind)) % len(new)]
+            if n >= 12 or n == 11 and not wave5_second(kind):
+                continue
+            if n >= 10:
+                style = new5[(n - 10 + _hash(f"w5:{kind}")) % len(new5)]
+            else:
+                style = old[n % len(old)] if n < 4 else new[(n - 4 + _hash(kind)) % len(new)]
             plans.append(plan_run(f"{kind}-{style}-{n + 1}", style, kind, seed=n + 1, variant=n))
     return plans

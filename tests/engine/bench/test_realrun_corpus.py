@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bot.cli import main
 from engine.bench.evaluate import case_dirs, evaluate
-from engine.bench.realrun.check import check_case, check_corpus
-from engine.bench.realrun.plan import STYLES, WAVE3_STYLES, kinds, split_of
+from engine.bench.realrun.check import check_case, check_corpus, read_lines
+from engine.bench.realrun.plan import STYLES, WAVE3_STYLES, WAVE5_STYLES, kinds, split_of
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "realrun"
 STAGES = {"init", "data_loading", "model_loading", "training", "checkpointing", "teardown"}
@@ -42,6 +42,19 @@ def test_the_corpus_covers_kinds_stages_styles_splits_and_clocks():
     assert not {t["style"] for t in truths if t.get("wave", 1) < 3} & set(WAVE3_STYLES)
     assert all(t["split"] == split_of(t["case_id"]) for t in wave3)
     assert {t["split"] for t in wave3} == {"dev", "test"}
+    # the held-out wave 5: every kind, in the two styles no earlier wave ran, some runs restarted by torchrun
+    wave5 = [t for t in truths if t.get("wave") == 5]
+    assert {t["kind"] for t in wave5} == set(kinds()["kinds"])
+    assert {t["style"] for t in wave5} == set(WAVE5_STYLES)
+    assert not {t["style"] for t in truths if t.get("wave", 1) < 5} & set(WAVE5_STYLES)
+    assert all(t["split"] == split_of(t["case_id"]) for t in wave5)
+    assert {t["split"] for t in wave5} == {"dev", "test"}
+    restarted = [t for t in wave5 if t.get("restarts")]
+    assert len(restarted) >= len(wave5) // 4
+    assert all(t.get("restarts", 0) == 0 for t in truths if t.get("wave") != 5)
+    for t in restarted:  # torchrun's restart lines and a second attempt are in the logs
+        lines = read_lines(CORPUS / t["case_id"] / "failed")
+        assert any("will restart worker group" in ln for ln in lines), t["case_id"]
     assert Counter(t["split"] for t in truths).keys() == {"dev", "test"}
     assert all(t["world_size"] >= 8 and len(t["nodes"]) >= 4 for t in truths)
     zones = {(n["tz"], n["timestamps"]) for t in truths for n in t["nodes"].values()}

@@ -20,6 +20,8 @@ from engine.bench.realrun.plan import (
     WAVE2_STEPS,
     WAVE3_STEPS,
     WAVE3_STYLES,
+    WAVE5_STEPS,
+    WAVE5_STYLES,
     assign_splits,
     case_plans,
     kinds,
@@ -104,6 +106,28 @@ def test_development_wave_4_runs_the_new_styles_with_settings_of_its_own_hash():
         [(p.steps, p.save_every, p.prefix, p.nodes) for p in w3[:10]]
     # the earlier waves' plans are what they were
     assert [p.name for p in case_plans(per_kind=6)] == [p.name for p in plans.values() if p.wave < 4]
+
+
+def test_held_out_wave_5_runs_every_kind_in_its_own_styles_some_with_elastic_restarts():
+    from engine.bench.realrun.plan import NO_RESTART_KINDS
+
+    plans = case_plans(per_kind=12)
+    w5 = [p for p in plans if p.wave == 5]
+    assert {p.name.rsplit("-", 1)[1] for p in w5} == {"11", "12"} and 24 <= len(w5) <= 28
+    assert {p.kind for p in w5} == set(kinds()["kinds"])
+    styles = Counter(p.style for p in w5)
+    assert styles.keys() == set(WAVE5_STYLES) and min(styles.values()) >= len(w5) // 3
+    assert {p.steps for p in w5} <= set(WAVE5_STEPS) and {p.layout for p in w5} == {"console", "logdir"}
+    assert all(fmt == "none" for p in w5 if p.style == "fabric" for _, fmt in p.clocks)
+    restarted = [p for p in w5 if p.restarts]
+    assert len(w5) // 5 <= len(restarted) <= len(w5) // 2
+    assert not {p.kind for p in restarted} & set(NO_RESTART_KINDS)
+    assert all(p.prefix == "default" for p in restarted if p.layout == "console")
+    assert {split_of(p.name) for p in w5} == {"dev", "test"}
+    # no earlier wave runs the new styles, and their plans are what they were
+    assert not {p.style for p in plans if p.wave < 5} & set(WAVE5_STYLES)
+    assert [p.name for p in case_plans(per_kind=10)] == [p.name for p in plans if p.wave < 5]
+    assert all(p.restarts == 0 for p in plans if p.wave < 5)
 
 
 def test_the_committed_cases_are_still_what_their_plans_say():
@@ -292,6 +316,45 @@ def test_labels_root_traceback_context_and_cascade(tmp_path, layout):
     assert label(plan, again, res.ranks) == truth
 
 
+RESTART_LINE = ("I1201 09:00:06.600000 1083 torch/distributed/elastic/agent/server/api.py:944] [default] "
+                "Worker group FAILED. 1/1 attempts left; will restart worker group")
+
+
+def test_a_restarted_logdir_roots_the_first_attempt_folder_only(tmp_path):
+    import shutil
+
+    plan = plan_run("exception_step-ddp-1", "ddp", "exception_step", seed=1)
+    plan.fault_locals = [1]
+    res = _result(tmp_path, plan, "logdir")
+    node = plan.nodes[plan.fault_node]
+    run = tmp_path / "logs" / node / "job_abc"
+    shutil.copytree(run / "attempt_0", run / "attempt_1")  # torchrun's --log-dir: a folder per attempt
+    err = run / "attempt_1" / "1" / "stderr.log"
+    err.write_text(err.read_text().replace("in self", "in self (again)"))
+    res.agent_out[node] = AGENT.replace("Traceback (most recent call last):\n  File \"/venv",
+                                        RESTART_LINE + "\nTraceback (most recent call last):\n  File \"/venv")
+    files = log_files(res)
+    assert [f.rel for f in files][1:] == [f"{node}/job_abc/attempt_{n}/{loc}/stderr.log"
+                                          for loc in (0, 1) for n in (0, 1)]
+    truth = label(plan, files, res.ranks)
+    assert truth["root_lines"][-1] == "[rank3]: IndexError: index out of range in self"
+    assert not any("(again)" in ln for ln in truth["root_lines"] + truth["cascade_lines"])
+    assert "[rank3]: IndexError: index out of range in self (again)" in truth["context_lines"]
+
+
+def test_a_restarted_console_roots_the_first_attempt_only(tmp_path):
+    plan = plan_run("exception_step-ddp-1", "ddp", "exception_step", seed=1)
+    plan.fault_locals = [1]
+    res = _result(tmp_path, plan, "console")
+    node = plan.nodes[plan.fault_node]
+    again = AGENT.replace("index out of range in self", "index out of range in self (again)")
+    res.agent_out[node] = AGENT + RESTART_LINE + "\n" + again
+    truth = label(plan, log_files(res), res.ranks)
+    assert truth["root_lines"][-1] == "[default1]:[rank3]: IndexError: index out of range in self"
+    assert not any("(again)" in ln for ln in truth["root_lines"] + truth["cascade_lines"])
+    assert "[default1]:[rank3]: IndexError: index out of range in self (again)" in truth["context_lines"]
+
+
 def test_a_killed_rank_is_found_in_its_launchers_lines(tmp_path):
     plan = plan_run("rank_sigkill-ddp-1", "ddp", "rank_sigkill", seed=1)
     plan.fault_locals = [1]
@@ -319,13 +382,14 @@ def test_wave_views_list_each_waves_cases_beside_the_corpus(tmp_path):
 
     rows = []
     for name in ("nan_loss-ddp-1", "nan_loss-hf-2", "nan_loss-ddp-3", "nan_loss-lightning-4",
-                 "nan_loss-nanogpt-6", "nan_loss-accelerate-7"):
+                 "nan_loss-nanogpt-6", "nan_loss-accelerate-7", "nan_loss-fabric-11"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "truth.json").write_text(json.dumps({"case_id": name, "split": "dev"}))
         rows.append({"case_id": name, "path": name})
     (tmp_path / "cases.json").write_text(json.dumps(rows))
-    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1, 4: 1}
+    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1}
     assert [d.name for d in case_dirs(tmp_path / "_wave2")] == ["nan_loss-ddp-3", "nan_loss-lightning-4"]
     assert [d.name for d in case_dirs(tmp_path / "_wave3")] == ["nan_loss-nanogpt-6"]
     assert [d.name for d in case_dirs(tmp_path / "_wave4")] == ["nan_loss-accelerate-7"]
-    assert len(case_dirs(tmp_path)) == 6  # the views are not cases of the corpus
+    assert [d.name for d in case_dirs(tmp_path / "_wave5")] == ["nan_loss-fabric-11"]
+    assert len(case_dirs(tmp_path)) == 7  # the views are not cases of the corpus

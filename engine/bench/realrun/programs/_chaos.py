@@ -56,7 +56,9 @@ def active(kind: str, step: int | None = None) -> bool:
 def _record_rank() -> None:
     folder = os.path.join(WORK, "ranks")
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, f"{NODE}-{LOCAL_RANK}.json"), "w") as f:
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))  # > 0: a worker torchrun restarted
+    name = f"{NODE}-{LOCAL_RANK}.json" if attempt == 0 else f"{NODE}-{LOCAL_RANK}.attempt{attempt}.json"
+    with open(os.path.join(folder, name), "w") as f:
         json.dump({"node": NODE, "local_rank": LOCAL_RANK, "rank": RANK, "pid": os.getpid()}, f)
 
 

@@ -1,0 +1,51 @@
+"""Smoke runs of the wave-5 program styles: one node of two ranks under a real torchrun, a few steps, a
+checkpoint, no fault; the lines each style's labels and kinds rely on are there. They need torch (and
+lightning for fabric) and take 30 to 50 s each on a loaded machine, so they run only when asked:
+``L4_REALRUN_SMOKE=1 pytest tests/engine/bench/test_realrun_programs.py``."""
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from engine.bench.realrun.launch import run_job
+from engine.bench.realrun.plan import plan_run
+
+torch_missing = importlib.util.find_spec("torch") is None or not os.environ.get("L4_REALRUN_SMOKE")
+
+
+def _run(tmp_path: Path, style: str, layout: str) -> str:
+    plan = plan_run(f"{style}-smoke-1", style, None, seed=101, nodes=["smoke-01"])
+    plan.steps, plan.save_every, plan.layout = 3, 2, layout
+    res = run_job(plan, tmp_path / style)
+    assert res.returncodes == {"smoke-01": 0}, res.agent_out
+    out = res.agent_out["smoke-01"]
+    for path in sorted((tmp_path / style / "logs").rglob("*.log")):
+        out += path.read_text()
+    return out
+
+
+@pytest.mark.skipif(torch_missing, reason="real torch runs: set L4_REALRUN_SMOKE=1")
+def test_the_titan_program_speaks_torchtitan(tmp_path):
+    out = _run(tmp_path, "titan", "console")
+    for line in ("[titan] ", " - root - INFO - Starting job: Llama 3 debug training",
+                 "Building llama3 debugmodel with TransformerModelArgs(", "Training starts at step 1.",
+                 "Saving the checkpoint (or staging if async is enabled).",
+                 "Finished saving the checkpoint (or staging if async is enabled)in ",
+                 "Saving a full checkpoint at last step, step 3.",
+                 "Sleeping 2 seconds for other ranks to complete", "Training completed", "step:  3  loss: "):
+        assert line in out, line
+    assert sorted(p.name for p in (tmp_path / "titan" / "ckpt").iterdir()) == ["step-1", "step-2", "step-3"]
+    assert (tmp_path / "titan" / "ckpt" / "step-3" / ".metadata").is_file()  # a DCP checkpoint
+
+
+@pytest.mark.skipif(torch_missing or importlib.util.find_spec("lightning") is None,
+                    reason="real torch and lightning.fabric runs: set L4_REALRUN_SMOKE=1")
+def test_the_fabric_program_runs_under_torchrun(tmp_path):
+    out = _run(tmp_path, "fabric", "logdir")
+    for line in ("Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2",
+                 "All distributed processes registered. Starting with 2 processes",
+                 "Iteration 3/3 | train loss ", "saving checkpoint ", "training finished: 3 iterations"):
+        assert line in out, line
+    assert [p.name for p in (tmp_path / "fabric" / "ckpt").iterdir()] == ["step-00002.pt"]
