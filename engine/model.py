@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from engine.decoration import Decoration
+
 SCHEMA = "l4.diagnosis/v1"
 STAGES = ("init", "data_loading", "model_loading", "training", "checkpointing", "teardown", "unknown")
 CATEGORIES = (
@@ -218,6 +220,14 @@ class ParsedJob:
     truncated_tails: dict[int, int] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
     root: str = ""  # the job folder, for evidence beside the logs (flight-recorder and stack dumps)
+    # rank file -> what every line of it carries that is no part of the message (engine.decoration)
+    file_decorations: dict[str, Decoration] = field(default_factory=dict)
+
+    def decoration_of(self, line: str, path: str | None = None) -> Decoration | None:
+        """The decoration of `path`'s lines, or (no path) of a file whose decoration `line` shows."""
+        if path is not None:
+            return self.file_decorations.get(path)
+        return next((d for d in dict.fromkeys(self.file_decorations.values()) if d.strip(line) != line), None)
 
 
 def diagnosis_from_dict(d: dict) -> Diagnosis:

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from engine.decoration import Decoration
 from engine.headers import parse_header
 from engine.launcher import first_failures
 from engine.masking import MASK
@@ -82,8 +83,8 @@ def lexicon_role(template: str) -> str | None:
     return None
 
 
-def _message_and_indent(raw: str) -> tuple[str, int]:
-    msg = parse_header(raw).message
+def _message_and_indent(raw: str, decoration: Decoration | None = None) -> tuple[str, int]:
+    msg = parse_header(raw, decoration=decoration).message
     at = raw.find(msg) if msg else -1
     indent = 0
     while at - indent - 1 >= 0 and raw[at - indent - 1] == " ":
@@ -101,7 +102,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
         t = parsed.templates[i]
         role = lexicon_role(t.template)
         raw = t.examples[0] if t.examples else t.template
-        msg, indent = _message_and_indent(raw)
+        msg, indent = _message_and_indent(raw, parsed.decoration_of(raw))
         msgs[i] = msg
         if role is None and indent >= CODE_INDENT and not _ERROR_LINE.match(msg):
             role = CONTEXT
@@ -140,7 +141,7 @@ def _killed_first(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
             raw = block.lines.get(key)
             if raw is None:
                 continue
-            msg = parse_header(raw).message
+            msg = parse_header(raw, decoration=parsed.decoration_of(raw, block.path)).message
             for i in here:
                 if _fits(parsed.templates[i].template, msg):
                     out.role[i] = REPORT
