@@ -99,6 +99,8 @@ def _iso(g: dict[str, str | None], year: int) -> str | None:
     try:
         if g.get("date"):
             y, mo, d = (int(x) for x in g["date"].split("-"))  # type: ignore[union-attr]
+        elif g.get("usdate"):
+            mo, d, y = (int(x) for x in g["usdate"].split("/"))  # type: ignore[union-attr]
         elif g.get("gmon"):
             y, mo, d = year, int(g["gmon"]), int(g["gday"] or 1)  # type: ignore[arg-type]
         elif g.get("mon") in _MONTHS:
@@ -141,7 +143,8 @@ def _prefix_matches(text: str) -> Iterator[tuple[re.Match[str], int]]:
 
 
 def _has_ts_groups(g: dict[str, str | None]) -> bool:
-    return bool(g.get("time")) and bool(g.get("date") or g.get("gmon") or g.get("mon") in _MONTHS)
+    return bool(g.get("time")) and bool(g.get("date") or g.get("usdate") or g.get("gmon")
+                                        or g.get("mon") in _MONTHS)
 
 
 def reads_prefix(line: str) -> bool:
@@ -178,7 +181,7 @@ def parse_header(line: str, year: int = 1970, decoration: Decoration | None = No
 
 
 _ZERO_DIGITS = str.maketrans("0123456789", "0000000000")
-_TS_GROUPS = ("date", "time", "gmon", "gday", "mon", "day", "year", "tz")
+_TS_GROUPS = ("date", "usdate", "time", "gmon", "gday", "mon", "day", "year", "tz")
 Layout = tuple[tuple[str, int, int], ...]  # (timestamp group, start, end) in the line
 
 
@@ -219,7 +222,7 @@ def _stamp_fields(line: str) -> set[str] | None:
 def has_year(line: str) -> bool | None:
     """Whether the timestamp of `line` carries its year (None: the line has no timestamp)."""
     names = _stamp_fields(line)
-    return None if names is None else "date" in names or "year" in names
+    return None if names is None else bool(names & {"date", "usdate", "year"})
 
 
 def naive_stamp(line: str) -> bool | None:

@@ -14,6 +14,11 @@ Echoes rank below the line they echo (see `engine.events`):
 - `context`: traceback code lines (indented source under a frame) and label lines ("Last error:")
   whose content is the line after them; that line inherits the label's severity.
 
+A Python exception chained to another ("The above exception was the direct cause of the following
+exception:") started with the line just before that marker, the first exception's last line: it
+weighs at least as much as an exception line does, whatever its words (a paste may glue it to a
+code line: "raise ValueError(ValueError: Not able to read records …").
+
 *Teardown* is found in the job: once a file shows the launcher's (or the program's) reaction to a
 failure — the first line of a summary or report ("Sending process … closing signal", "failed
 (exitcode: 1)", "received signal 15 (SIGTERM)") — whatever that file logs later was caused by the
@@ -41,11 +46,13 @@ CASCADE, CONSEQUENCE, REPORT, WRAPPER, CONTEXT = "cascade", "consequence", "repo
 QUOTE_MIN_CHARS = 20  # a quoted message shorter than this could be anything
 QUOTE_CANDIDATES = 80  # the most severe candidates compared pairwise
 QUOTE_MIN_SEVERITY = 0.5
+CHAIN_LOOKBACK = 4  # lines before a chain marker searched for the first exception's last line
 QUOTE_MIN_WORDS = 4  # a wrapper adds words of its own (a bare "NCCL WARN" prefix does not make one)
 CODE_INDENT = 4  # traceback code lines are indented at least this much (frame lines by 2)
 _EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
 _WORD = re.compile(r"[A-Za-z]{3,}")
+_FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
 
 
 @dataclass
@@ -114,6 +121,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
         if role == CASCADE and _disconnect().search(t.template):
             out.disconnects.add(i)
     _label_successors(parsed, labels, severity, out, set(candidates))
+    _chain_causes(parsed, candidates, msgs, out)
     _after_teardown(parsed, candidates, out)
     _quoting(parsed, candidates, severity, msgs, out)
     _killed_first(parsed, candidates, out)
@@ -185,6 +193,35 @@ def _label_successors(parsed: ParsedJob, labels: list[int], severity: dict[int, 
             nxt = at.get(pos[lab][0] + 1)
             if nxt is not None and nxt in candidates and nxt not in out.role:
                 out.inherited[nxt] = max(out.inherited.get(nxt, 0.0), severity.get(lab, 0.0))
+
+
+@lru_cache(maxsize=1)
+def _chain() -> tuple[re.Pattern[str], float]:
+    roles = load("severity")["roles"]
+    return re.compile(roles.get("chain") or "(?!)"), float(roles.get("chain_cause_severity", 0.0))
+
+
+def _chain_causes(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], out: Roles) -> None:
+    """The line before a chained exception's marker (blank lines aside) ends the first exception."""
+    rx, weight = _chain()
+    markers = [i for i in candidates if rx.search(msgs[i])]
+    if not markers:
+        return
+    pool = set(candidates)
+    for pos in parsed.positions.values():
+        here = [i for i in markers if i in pos]
+        if not here:
+            continue
+        at = {first: i for i, (first, _) in pos.items()}
+        for m in here:
+            for line in sorted(set(pos[m])):
+                for back in range(line - 1, max(-1, line - 1 - CHAIN_LOOKBACK), -1):
+                    i = at.get(back)
+                    if i is None or (i in msgs and not msgs[i].strip()):
+                        continue  # a line of an event first seen earlier (blank lines): look further
+                    if i in pool and i not in out.role and i not in markers and not _FRAME.match(msgs[i]):
+                        out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
+                    break
 
 
 def _core(msg: str) -> str:

@@ -113,3 +113,22 @@ def test_a_collective_timeout_whose_operation_drain_masked_is_still_a_cascade():
     for template in ("RuntimeError: [<*>:<*>] Timed out waiting <*> for <*> operation to complete",
                      "RuntimeError: [<*>:<*>] Timed out waiting <*> for recv operation to complete"):
         assert lexicon_role(template) == CASCADE
+
+
+def test_the_line_before_a_chained_exceptions_marker_is_the_first_exception(tmp_path):
+    # a paste glued the first exception's line to its code line: no word of it says "error" at its start
+    lines = [
+        "Generating train split: 0 examples [00:00, ? examples/s]Failed to read file 'a.json' with error"
+        " <class 'pyarrow.lib.ArrowInvalid'>: JSON parse error",
+        "",
+        "raise ValueError(ValueError: Not able to read records in the JSON file at /data/tok.json. You should"
+        " probably indicate the field of the JSON file containing your records.",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/w/train.py", line 13, in <module>',
+        "    dataset = load_dataset(",
+    ]
+    d = diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
+    assert d.events[0].template.startswith("raise ValueError(ValueError: Not able to read records")
