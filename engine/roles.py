@@ -17,7 +17,9 @@ Echoes rank below the line they echo (see `engine.events`):
 A Python exception chained to another ("The above exception was the direct cause of the following
 exception:") started with the line just before that marker, the first exception's last line: it
 weighs at least as much as an exception line does, whatever its words (a paste may glue it to a
-code line: "raise ValueError(ValueError: Not able to read records …").
+code line: "raise ValueError(ValueError: Not able to read records …"). So does the line right after a
+traceback's last code line, its exception, whatever its type is called
+("jinja2.exceptions.TemplateNotFound: chat.j2", "KeyboardInterrupt").
 
 *Teardown* is found in the job: once a file shows the launcher's (or the program's) reaction to a
 failure — the first line of a summary or report ("Sending process … closing signal", "failed
@@ -52,6 +54,7 @@ CODE_INDENT = 4  # traceback code lines are indented at least this much (frame l
 _EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
 _WORD = re.compile(r"[A-Za-z]{3,}")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 _FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
 
 
@@ -122,6 +125,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
             out.disconnects.add(i)
     _label_successors(parsed, labels, severity, out, set(candidates))
     _chain_causes(parsed, candidates, msgs, out)
+    _exception_lines(parsed, candidates, msgs, out)
     _after_teardown(parsed, candidates, out)
     _quoting(parsed, candidates, severity, msgs, out)
     _killed_first(parsed, candidates, out)
@@ -199,6 +203,27 @@ def _label_successors(parsed: ParsedJob, labels: list[int], severity: dict[int, 
 def _chain() -> tuple[re.Pattern[str], float]:
     roles = load("severity")["roles"]
     return re.compile(roles.get("chain") or "(?!)"), float(roles.get("chain_cause_severity", 0.0))
+
+
+def _exception_lines(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], out: Roles) -> None:
+    """The line right after a traceback's (indented) code line, in a file where a traceback began
+    before it, is the traceback's exception, unless it is a frame or a logged line."""
+    weight = _chain()[1]
+    heads = {i for i in candidates if _TRACEBACK.match(msgs[i])}
+    if not heads:
+        return
+    body = {i for i in candidates if out.role.get(i) == CONTEXT} - heads  # indented code, "^^^^" pointers
+    for pos in parsed.positions.values():
+        began = min((pos[i][0] for i in heads if i in pos), default=None)
+        if began is None:
+            continue
+        ends = {line for i in body if i in pos for line in pos[i]}
+        for i, (first, _) in pos.items():
+            if (first > began and first - 1 in ends and i in msgs and i not in out.role and i not in body
+                    and i not in heads and msgs[i].strip() and not msgs[i][:1].isspace()
+                    and not _FRAME.match(msgs[i])
+                    and parsed.templates[i].level is None):  # a logged line is no exception
+                out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
 
 
 def _chain_causes(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], out: Roles) -> None:

@@ -132,3 +132,16 @@ def test_the_line_before_a_chained_exceptions_marker_is_the_first_exception(tmp_
     ]
     d = diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
     assert d.events[0].template.startswith("raise ValueError(ValueError: Not able to read records")
+
+
+def test_the_line_after_a_tracebacks_code_is_its_exception_whatever_its_type_is_called(tmp_path):
+    lines = [
+        "2024-05-01 10:00:00 INFO rendering the chat template",
+        "Traceback (most recent call last):",
+        '  File "/w/train.py", line 7, in <module>',
+        "    tmpl = env.get_template('chat.j2')",
+        "jinja2.exceptions.TemplateNotFound: chat.j2",
+        "2024-05-01 10:00:01 WARNING tokenizer fell back to the slow implementation",
+    ]
+    d = diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
+    assert d.events[0].template.startswith("jinja2.exceptions.TemplateNotFound")
