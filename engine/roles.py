@@ -195,7 +195,8 @@ def _label_successors(parsed: ParsedJob, labels: list[int], severity: dict[int, 
         at = {first: i for i, (first, _) in pos.items()}
         for lab in here:
             nxt = at.get(pos[lab][0] + 1)
-            if nxt is not None and nxt in candidates and nxt not in out.role:
+            if (nxt is not None and nxt in candidates and nxt not in out.role
+                    and not _traceback_head(parsed, nxt)):
                 out.inherited[nxt] = max(out.inherited.get(nxt, 0.0), severity.get(lab, 0.0))
 
 
@@ -247,6 +248,11 @@ def _chain_causes(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str]
                     if i in pool and i not in out.role and i not in markers and not _FRAME.match(msgs[i]):
                         out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
                     break
+
+
+def _traceback_head(parsed: ParsedJob, i: int) -> bool:
+    """A traceback's first line: the content a label introduces is what it ends with, not this line."""
+    return _TRACEBACK.search(parsed.templates[i].template) is not None
 
 
 def _core(msg: str) -> str:

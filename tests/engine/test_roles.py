@@ -145,3 +145,16 @@ def test_the_line_after_a_tracebacks_code_is_its_exception_whatever_its_type_is_
     ]
     d = diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
     assert d.events[0].template.startswith("jinja2.exceptions.TemplateNotFound")
+
+
+def test_a_longer_label_before_a_traceback_is_context_and_the_traceback_head_inherits_nothing(tmp_path):
+    lines = [
+        "2023-07-01 16:41:05,669 - ERROR: Exception occurred during H2O LLM Studio run:",
+        "Traceback (most recent call last):",
+        '  File "/w/torch/serialization.py", line 441, in save',
+        "    _save(obj, opened_zipfile, pickle_module, pickle_protocol)",
+        "RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file",
+    ]
+    d = diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
+    assert d.events[0].template.startswith("RuntimeError: [enforce fail")
+    assert not any(e.template.startswith(("Exception occurred", "Traceback")) for e in d.events)
