@@ -34,6 +34,7 @@ Phrases are data (`engine/data/severity.yaml`, `roles`); quoting and labels are 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -183,16 +184,20 @@ def _after_teardown(parsed: ParsedJob, candidates: list[int], out: Roles) -> Non
             out.role[i] = CASCADE
 
 
+def _files_holding(parsed: ParsedJob, ids: list[int]
+                   ) -> Iterator[tuple[dict[int, tuple[int, int]], list[int], dict[int, int]]]:
+    """Per file holding some of `ids`: its positions, those of `ids` it holds, and which event each
+    of its lines is the first line of."""
+    for pos in parsed.positions.values():
+        here = [i for i in ids if i in pos]
+        if here:
+            yield pos, here, {first: i for i, (first, _) in pos.items()}
+
+
 def _label_successors(parsed: ParsedJob, labels: list[int], severity: dict[int, float], out: Roles,
                       candidates: set[int]) -> None:
     """A label line's content is the line after it: that event inherits the label's severity."""
-    if not labels:
-        return
-    for pos in parsed.positions.values():
-        here = [i for i in labels if i in pos]
-        if not here:
-            continue
-        at = {first: i for i, (first, _) in pos.items()}
+    for pos, here, at in _files_holding(parsed, labels):
         for lab in here:
             nxt = at.get(pos[lab][0] + 1)
             if (nxt is not None and nxt in candidates and nxt not in out.role
@@ -234,11 +239,7 @@ def _chain_causes(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str]
     if not markers:
         return
     pool = set(candidates)
-    for pos in parsed.positions.values():
-        here = [i for i in markers if i in pos]
-        if not here:
-            continue
-        at = {first: i for i, (first, _) in pos.items()}
+    for pos, here, at in _files_holding(parsed, markers):
         for m in here:
             for line in sorted(set(pos[m])):
                 for back in range(line - 1, max(-1, line - 1 - CHAIN_LOOKBACK), -1):

@@ -115,6 +115,11 @@ def test_a_collective_timeout_whose_operation_drain_masked_is_still_a_cascade():
         assert lexicon_role(template) == CASCADE
 
 
+def _paste(tmp_path, lines):
+    """The diagnosis of a one-file job of `lines` (a paste from an issue thread)."""
+    return diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
+
+
 def test_the_line_before_a_chained_exceptions_marker_is_the_first_exception(tmp_path):
     # a paste glued the first exception's line to its code line: no word of it says "error" at its start
     lines = [
@@ -130,7 +135,7 @@ def test_the_line_before_a_chained_exceptions_marker_is_the_first_exception(tmp_
         '  File "/w/train.py", line 13, in <module>',
         "    dataset = load_dataset(",
     ]
-    d = diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
+    d = _paste(tmp_path, lines)
     assert d.events[0].template.startswith("raise ValueError(ValueError: Not able to read records")
 
 
@@ -143,7 +148,7 @@ def test_the_line_after_a_tracebacks_code_is_its_exception_whatever_its_type_is_
         "jinja2.exceptions.TemplateNotFound: chat.j2",
         "2024-05-01 10:00:01 WARNING tokenizer fell back to the slow implementation",
     ]
-    d = diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
+    d = _paste(tmp_path, lines)
     assert d.events[0].template.startswith("jinja2.exceptions.TemplateNotFound")
 
 
@@ -155,6 +160,6 @@ def test_a_longer_label_before_a_traceback_is_context_and_the_traceback_head_inh
         "    _save(obj, opened_zipfile, pickle_module, pickle_protocol)",
         "RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file",
     ]
-    d = diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
+    d = _paste(tmp_path, lines)
     assert d.events[0].template.startswith("RuntimeError: [enforce fail")
     assert not any(e.template.startswith(("Exception occurred", "Traceback")) for e in d.events)
