@@ -223,11 +223,9 @@ class ParsedJob:
     # rank file -> what every line of it carries that is no part of the message (engine.decoration)
     file_decorations: dict[str, Decoration] = field(default_factory=dict)
 
-    def decoration_of(self, line: str, path: str | None = None) -> Decoration | None:
-        """The decoration of `path`'s lines, or (no path) of a file whose decoration `line` shows."""
-        if path is not None:
-            return self.file_decorations.get(path)
-        return next((d for d in dict.fromkeys(self.file_decorations.values()) if d.strip(line) != line), None)
+    def decoration_of(self, path: str) -> Decoration | None:
+        """The decoration the lines of rank file `path` carry (engine.decoration), if any."""
+        return self.file_decorations.get(path)
 
 
 def diagnosis_from_dict(d: dict) -> Diagnosis:

@@ -103,17 +103,35 @@ def _message_and_indent(raw: str, decoration: Decoration | None = None) -> tuple
     return msg, indent
 
 
+def _decorated(parsed: ParsedJob, candidates: list[int]) -> dict[int, Decoration]:
+    """The decoration of the file each candidate's first example line is from (the first file that
+    holds it, in the order files were parsed), for the candidates whose file has one."""
+    if not parsed.file_decorations:
+        return {}
+    left, out = set(candidates), {}
+    for path, pos in parsed.positions.items():
+        here = left.intersection(pos)
+        deco = parsed.file_decorations.get(path)
+        if deco is not None:
+            out.update(dict.fromkeys(here, deco))
+        left -= here
+        if not left:
+            break
+    return out
+
+
 def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, float]) -> Roles:
     """The roles of the candidate events (given their severities)."""
     out = Roles()
     label_rx = _lexicon()[1]
     msgs: dict[int, str] = {}
     labels: list[int] = []
+    decorated = _decorated(parsed, candidates)
     for i in candidates:
         t = parsed.templates[i]
         role = lexicon_role(t.template)
         raw = t.examples[0] if t.examples else t.template
-        msg, indent = _message_and_indent(raw, parsed.decoration_of(raw))
+        msg, indent = _message_and_indent(raw, decorated.get(i))
         msgs[i] = msg
         if role is None and indent >= CODE_INDENT and not _ERROR_LINE.match(msg):
             role = CONTEXT
@@ -154,7 +172,7 @@ def _killed_first(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
             raw = block.lines.get(key)
             if raw is None:
                 continue
-            msg = parse_header(raw, decoration=parsed.decoration_of(raw, block.path)).message
+            msg = parse_header(raw, decoration=parsed.decoration_of(block.path)).message
             for i in here:
                 if _fits(parsed.templates[i].template, msg):
                     out.role[i] = REPORT
