@@ -5,7 +5,9 @@ Launcher prefixes (torchrun's `[rank3]:`, mpirun's `[1,0]<stderr>:`, `srun -l`'s
 timezone-aware and returned in UTC as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (fixed width, so the strings
 sort in time order): an offset in the line is honoured; a naive stamp is read in the zone named by
 `L4_LOG_TZ` (default UTC); a stamp without a year (glog, syslog) takes the `year` given (the job's
-year is settled afterwards from its other stamps, see `engine.clock`).
+year is settled afterwards from its other stamps, see `engine.clock`). A file's own line decoration
+(a paste's `> ` quote, a line-number gutter, a tag on every line: `engine.decoration`) is stripped
+first when it is given.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from engine.decoration import Decoration, strip
 from engine.rules import load
 
 _MONTHS = {m: i for i, m in enumerate(
@@ -96,6 +99,8 @@ def _iso(g: dict[str, str | None], year: int) -> str | None:
     try:
         if g.get("date"):
             y, mo, d = (int(x) for x in g["date"].split("-"))  # type: ignore[union-attr]
+        elif g.get("usdate"):
+            mo, d, y = (int(x) for x in g["usdate"].split("/"))  # type: ignore[union-attr]
         elif g.get("gmon"):
             y, mo, d = year, int(g["gmon"]), int(g["gday"] or 1)  # type: ignore[arg-type]
         elif g.get("mon") in _MONTHS:
@@ -138,11 +143,19 @@ def _prefix_matches(text: str) -> Iterator[tuple[re.Match[str], int]]:
 
 
 def _has_ts_groups(g: dict[str, str | None]) -> bool:
-    return bool(g.get("time")) and bool(g.get("date") or g.get("gmon") or g.get("mon") in _MONTHS)
+    return bool(g.get("time")) and bool(g.get("date") or g.get("usdate") or g.get("gmon")
+                                        or g.get("mon") in _MONTHS)
 
 
-def parse_header(line: str, year: int = 1970) -> Header:
-    """Strip the known prefixes of `line`; `year` completes timestamps that carry none (glog, syslog)."""
+def reads_prefix(line: str) -> bool:
+    """Whether a header prefix matches at the start of `line`."""
+    return next(_prefix_matches(line), None) is not None
+
+
+def parse_header(line: str, year: int = 1970, decoration: Decoration | None = None) -> Header:
+    """Strip `decoration` (the line's file's, if any), then the known prefixes of `line`; `year`
+    completes timestamps that carry none (glog, syslog)."""
+    line = strip(line, decoration)
     _, levels, msg_levels = _rules()
     ts: str | None = None
     level: str | None = None
@@ -168,7 +181,7 @@ def parse_header(line: str, year: int = 1970) -> Header:
 
 
 _ZERO_DIGITS = str.maketrans("0123456789", "0000000000")
-_TS_GROUPS = ("date", "time", "gmon", "gday", "mon", "day", "year", "tz")
+_TS_GROUPS = ("date", "usdate", "time", "gmon", "gday", "mon", "day", "year", "tz")
 Layout = tuple[tuple[str, int, int], ...]  # (timestamp group, start, end) in the line
 
 
@@ -187,8 +200,12 @@ def _ts_layout(key: str) -> Layout | None:
     return None
 
 
-def timestamp(line: str, year: int = 1970, key: str | None = None) -> str | None:
-    """`parse_header(line, year).ts`, fast for lines whose pre-key (`key`, digits as "0") was seen."""
+def timestamp(line: str, year: int = 1970, key: str | None = None,
+              decoration: Decoration | None = None) -> str | None:
+    """`parse_header(line, year, decoration).ts`, fast for lines whose pre-key (`key`, digits as "0",
+    of the undecorated line) was seen."""
+    if decoration is not None:
+        line, key = decoration.strip(line), None
     layout = _ts_layout(key if key is not None else line.translate(_ZERO_DIGITS))
     if layout is None:
         return None
@@ -205,7 +222,7 @@ def _stamp_fields(line: str) -> set[str] | None:
 def has_year(line: str) -> bool | None:
     """Whether the timestamp of `line` carries its year (None: the line has no timestamp)."""
     names = _stamp_fields(line)
-    return None if names is None else "date" in names or "year" in names
+    return None if names is None else bool(names & {"date", "usdate", "year"})
 
 
 def naive_stamp(line: str) -> bool | None:

@@ -72,7 +72,7 @@ def first_failures(parsed: ParsedJob) -> list[FirstFailure]:
             continue
         block = FirstFailure(path=path, node=parsed.file_nodes.get(path, ""))
         for raw in window.lines[window.at + 1:]:
-            msg = parse_header(raw).message
+            msg = parse_header(raw, decoration=parsed.decoration_of(path)).message
             if msg.startswith("="):
                 break
             m = _FIELD.match(msg)

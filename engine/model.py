@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from engine.decoration import Decoration
+
 SCHEMA = "l4.diagnosis/v1"
 STAGES = ("init", "data_loading", "model_loading", "training", "checkpointing", "teardown", "unknown")
 CATEGORIES = (
@@ -218,6 +220,12 @@ class ParsedJob:
     truncated_tails: dict[int, int] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
     root: str = ""  # the job folder, for evidence beside the logs (flight-recorder and stack dumps)
+    # rank file -> what every line of it carries that is no part of the message (engine.decoration)
+    file_decorations: dict[str, Decoration] = field(default_factory=dict)
+
+    def decoration_of(self, path: str) -> Decoration | None:
+        """The decoration the lines of rank file `path` carry (engine.decoration), if any."""
+        return self.file_decorations.get(path)
 
 
 def diagnosis_from_dict(d: dict) -> Diagnosis:

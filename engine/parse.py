@@ -18,6 +18,7 @@ from drain3 import TemplateMiner
 from drain3.drain import Drain
 from drain3.template_miner_config import TemplateMinerConfig
 
+from engine.decoration import Decoration
 from engine.executors import Executor, choose_executor
 from engine.fold import BINARY_KEY, fold_text
 from engine.freetext import FREE
@@ -162,14 +163,17 @@ class TemplateTable:
     def __init__(self, miner: TemplateMiner | None = None) -> None:
         self.miner = miner or new_miner()
         self.by_key: dict[bytes, KeyInfo] = {}
+        self.by_decorated: dict[Decoration, dict[bytes, KeyInfo]] = {}  # the keys of decorated files
         self.by_masked: dict[str, int] = {}
 
-    def lookup(self, key: bytes, line: bytes) -> KeyInfo:
-        """The cluster of pre-key `key`, whose first line in some file is `line`."""
-        info = self.by_key.get(key)
+    def lookup(self, key: bytes, line: bytes, decoration: Decoration | None = None) -> KeyInfo:
+        """The cluster of pre-key `key`, whose first line in some file is `line` (in a file whose
+        lines carry `decoration`, `engine.decoration`)."""
+        by_key = self.by_key if decoration is None else self.by_decorated.setdefault(decoration, {})
+        info = by_key.get(key)
         if info is None:
             text = line.decode("utf-8", "replace")
-            message, level = message_level(text)
+            message, level = message_level(text, decoration)
             if key.startswith(FREE):  # distinct lines of free text, grouped by their frequent first words
                 masked = _free_template(key, text, message)
             else:
@@ -183,9 +187,9 @@ class TemplateTable:
                     self.by_masked.clear()
                 self.by_masked[masked] = cid
             info = KeyInfo(cid, level)
-            if len(self.by_key) >= MEMO_CAP:
-                self.by_key.clear()
-            self.by_key[key] = info
+            if len(by_key) >= MEMO_CAP:
+                by_key.clear()
+            by_key[key] = info
         return info
 
     def template(self, cluster_id: int) -> str:
@@ -251,6 +255,7 @@ class _JobBuilder:
         self.file_lines: dict[str, int] = {}
         self.node_first_seen: dict[str, dict[int, str]] = {}
         self.truncated_tails: dict[int, int] = {}
+        self.decorations: dict[str, Decoration] = {}
 
     def add(self, scan: FileScan, table: TemplateTable) -> None:
         st = self.stats
@@ -266,6 +271,8 @@ class _JobBuilder:
             st.empty_or_binary_files.append(f"{scan.path}: not text (binary bytes; read anyway, "
                                             f"{scan.lines} lines)")
         self.file_nodes[scan.path] = scan.node
+        if scan.decoration is not None:
+            self.decorations[scan.path] = scan.decoration
         self.file_lines[scan.path] = scan.lines
         ncounts = self.node_counts.setdefault(scan.node, {})
         local_to_cluster: list[int | None] = []
@@ -279,7 +286,7 @@ class _JobBuilder:
                 continue
             if key.startswith(FREE):
                 st.free_text_lines += count
-            info = table.lookup(key, scan.first_line[lid])
+            info = table.lookup(key, scan.first_line[lid], scan.decoration)
             cid = info.cluster
             local_to_cluster.append(cid)
             ncounts[cid] = ncounts.get(cid, 0) + count
@@ -293,7 +300,7 @@ class _JobBuilder:
             raw = scan.first_line[lid]
             line = raw.decode("utf-8", "replace")
             self._add_example(stat, line)
-            ts = timestamp(line, scan.year) if may_hold_number(raw) else None
+            ts = timestamp(line, scan.year, decoration=scan.decoration) if may_hold_number(raw) else None
             if ts:
                 if stat.first_seen is None or ts < stat.first_seen:
                     stat.first_seen = ts
@@ -301,7 +308,7 @@ class _JobBuilder:
                     node_first[cid] = ts
             if count > 1:
                 last_raw = scan.last_line[lid]
-                ts = (timestamp(last_raw.decode("utf-8", "replace"), scan.year)
+                ts = (timestamp(last_raw.decode("utf-8", "replace"), scan.year, decoration=scan.decoration)
                       if may_hold_number(last_raw) else None)
             if ts and (stat.last_seen is None or ts > stat.last_seen):
                 stat.last_seen = ts
@@ -359,5 +366,6 @@ class _JobBuilder:
             },
             stats=self.stats,
             root=str(self.spec.root),
+            file_decorations=self.decorations,
         )
         return parsed

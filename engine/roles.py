@@ -14,6 +14,13 @@ Echoes rank below the line they echo (see `engine.events`):
 - `context`: traceback code lines (indented source under a frame) and label lines ("Last error:")
   whose content is the line after them; that line inherits the label's severity.
 
+A Python exception chained to another ("The above exception was the direct cause of the following
+exception:") started with the line just before that marker, the first exception's last line: it
+weighs at least as much as an exception line does, whatever its words (a paste may glue it to a
+code line: "raise ValueError(ValueError: Not able to read records …"). So does the line right after a
+traceback's last code line, its exception, whatever its type is called
+("jinja2.exceptions.TemplateNotFound: chat.j2", "KeyboardInterrupt").
+
 *Teardown* is found in the job: once a file shows the launcher's (or the program's) reaction to a
 failure — the first line of a summary or report ("Sending process … closing signal", "failed
 (exitcode: 1)", "received signal 15 (SIGTERM)") — whatever that file logs later was caused by the
@@ -27,9 +34,11 @@ Phrases are data (`engine/data/severity.yaml`, `roles`); quoting and labels are 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from engine.decoration import Decoration
 from engine.headers import parse_header
 from engine.launcher import first_failures
 from engine.masking import MASK
@@ -40,11 +49,14 @@ CASCADE, CONSEQUENCE, REPORT, WRAPPER, CONTEXT = "cascade", "consequence", "repo
 QUOTE_MIN_CHARS = 20  # a quoted message shorter than this could be anything
 QUOTE_CANDIDATES = 80  # the most severe candidates compared pairwise
 QUOTE_MIN_SEVERITY = 0.5
+CHAIN_LOOKBACK = 4  # lines before a chain marker searched for the first exception's last line
 QUOTE_MIN_WORDS = 4  # a wrapper adds words of its own (a bare "NCCL WARN" prefix does not make one)
 CODE_INDENT = 4  # traceback code lines are indented at least this much (frame lines by 2)
 _EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
 _WORD = re.compile(r"[A-Za-z]{3,}")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+_FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
 
 
 @dataclass
@@ -82,13 +94,30 @@ def lexicon_role(template: str) -> str | None:
     return None
 
 
-def _message_and_indent(raw: str) -> tuple[str, int]:
-    msg = parse_header(raw).message
+def _message_and_indent(raw: str, decoration: Decoration | None = None) -> tuple[str, int]:
+    msg = parse_header(raw, decoration=decoration).message
     at = raw.find(msg) if msg else -1
     indent = 0
     while at - indent - 1 >= 0 and raw[at - indent - 1] == " ":
         indent += 1
     return msg, indent
+
+
+def _decorated(parsed: ParsedJob, candidates: list[int]) -> dict[int, Decoration]:
+    """The decoration of the file each candidate's first example line is from (the first file that
+    holds it, in the order files were parsed), for the candidates whose file has one."""
+    if not parsed.file_decorations:
+        return {}
+    left, out = set(candidates), {}
+    for path, pos in parsed.positions.items():
+        here = left.intersection(pos)
+        deco = parsed.file_decorations.get(path)
+        if deco is not None:
+            out.update(dict.fromkeys(here, deco))
+        left -= here
+        if not left:
+            break
+    return out
 
 
 def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, float]) -> Roles:
@@ -97,11 +126,12 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     label_rx = _lexicon()[1]
     msgs: dict[int, str] = {}
     labels: list[int] = []
+    decorated = _decorated(parsed, candidates)
     for i in candidates:
         t = parsed.templates[i]
         role = lexicon_role(t.template)
         raw = t.examples[0] if t.examples else t.template
-        msg, indent = _message_and_indent(raw)
+        msg, indent = _message_and_indent(raw, decorated.get(i))
         msgs[i] = msg
         if role is None and indent >= CODE_INDENT and not _ERROR_LINE.match(msg):
             role = CONTEXT
@@ -113,6 +143,8 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
         if role == CASCADE and _disconnect().search(t.template):
             out.disconnects.add(i)
     _label_successors(parsed, labels, severity, out, set(candidates))
+    _chain_causes(parsed, candidates, msgs, out)
+    _exception_lines(parsed, candidates, msgs, out)
     _after_teardown(parsed, candidates, out)
     _quoting(parsed, candidates, severity, msgs, out)
     _killed_first(parsed, candidates, out)
@@ -140,7 +172,7 @@ def _killed_first(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
             raw = block.lines.get(key)
             if raw is None:
                 continue
-            msg = parse_header(raw).message
+            msg = parse_header(raw, decoration=parsed.decoration_of(block.path)).message
             for i in here:
                 if _fits(parsed.templates[i].template, msg):
                     out.role[i] = REPORT
@@ -170,20 +202,76 @@ def _after_teardown(parsed: ParsedJob, candidates: list[int], out: Roles) -> Non
             out.role[i] = CASCADE
 
 
+def _files_holding(parsed: ParsedJob, ids: list[int]
+                   ) -> Iterator[tuple[dict[int, tuple[int, int]], list[int], dict[int, int]]]:
+    """Per file holding some of `ids`: its positions, those of `ids` it holds, and which event each
+    of its lines is the first line of."""
+    for pos in parsed.positions.values():
+        here = [i for i in ids if i in pos]
+        if here:
+            yield pos, here, {first: i for i, (first, _) in pos.items()}
+
+
 def _label_successors(parsed: ParsedJob, labels: list[int], severity: dict[int, float], out: Roles,
                       candidates: set[int]) -> None:
     """A label line's content is the line after it: that event inherits the label's severity."""
-    if not labels:
-        return
-    for pos in parsed.positions.values():
-        here = [i for i in labels if i in pos]
-        if not here:
-            continue
-        at = {first: i for i, (first, _) in pos.items()}
+    for pos, here, at in _files_holding(parsed, labels):
         for lab in here:
             nxt = at.get(pos[lab][0] + 1)
-            if nxt is not None and nxt in candidates and nxt not in out.role:
+            if (nxt is not None and nxt in candidates and nxt not in out.role
+                    and not _traceback_head(parsed, nxt)):
                 out.inherited[nxt] = max(out.inherited.get(nxt, 0.0), severity.get(lab, 0.0))
+
+
+@lru_cache(maxsize=1)
+def _chain() -> tuple[re.Pattern[str], float]:
+    roles = load("severity")["roles"]
+    return re.compile(roles.get("chain") or "(?!)"), float(roles.get("chain_cause_severity", 0.0))
+
+
+def _exception_lines(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], out: Roles) -> None:
+    """The line right after a traceback's (indented) code line, in a file where a traceback began
+    before it, is the traceback's exception, unless it is a frame or a logged line."""
+    weight = _chain()[1]
+    heads = {i for i in candidates if _TRACEBACK.match(msgs[i])}
+    if not heads:
+        return
+    body = {i for i in candidates if out.role.get(i) == CONTEXT} - heads  # indented code, "^^^^" pointers
+    for pos in parsed.positions.values():
+        began = min((pos[i][0] for i in heads if i in pos), default=None)
+        if began is None:
+            continue
+        ends = {line for i in body if i in pos for line in pos[i]}
+        for i, (first, _) in pos.items():
+            if (first > began and first - 1 in ends and i in msgs and i not in out.role and i not in body
+                    and i not in heads and msgs[i].strip() and not msgs[i][:1].isspace()
+                    and not _FRAME.match(msgs[i])
+                    and parsed.templates[i].level is None):  # a logged line is no exception
+                out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
+
+
+def _chain_causes(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], out: Roles) -> None:
+    """The line before a chained exception's marker (blank lines aside) ends the first exception."""
+    rx, weight = _chain()
+    markers = [i for i in candidates if rx.search(msgs[i])]
+    if not markers:
+        return
+    pool = set(candidates)
+    for pos, here, at in _files_holding(parsed, markers):
+        for m in here:
+            for line in sorted(set(pos[m])):
+                for back in range(line - 1, max(-1, line - 1 - CHAIN_LOOKBACK), -1):
+                    i = at.get(back)
+                    if i is None or (i in msgs and not msgs[i].strip()):
+                        continue  # a line of an event first seen earlier (blank lines): look further
+                    if i in pool and i not in out.role and i not in markers and not _FRAME.match(msgs[i]):
+                        out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
+                    break
+
+
+def _traceback_head(parsed: ParsedJob, i: int) -> bool:
+    """A traceback's first line: the content a label introduces is what it ends with, not this line."""
+    return _TRACEBACK.search(parsed.templates[i].template) is not None
 
 
 def _core(msg: str) -> str:

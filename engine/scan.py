@@ -18,6 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine.decoration import Decoration, learn, sample_size
 from engine.fold import FreeText, fold_block, fold_block_values, key_ids, numbers, spans
 from engine.freetext import FREE
 from engine.headers import parse_header, timestamp
@@ -67,10 +68,13 @@ def may_hold_number(line: bytes) -> bool:
     return _ASCII_DIGIT.search(line) is not None or not line.isascii()
 
 
-def message_level(text: str) -> tuple[str, str | None]:
-    """`parse_header(text)`'s message and level, the header parsed once per shape: the prefix and
-    level rules treat every digit alike, so lines that differ only in digits (`[rank9]:` and
-    `[rank12]:`, other values) strip the same header. Per distinct pre-key, not per line."""
+def message_level(text: str, decoration: Decoration | None = None) -> tuple[str, str | None]:
+    """`parse_header(text, decoration=decoration)`'s message and level, the header parsed once per
+    shape: the prefix and level rules treat every digit alike, so lines that differ only in digits
+    (`[rank9]:` and `[rank12]:`, other values) strip the same header. Per distinct pre-key, not per
+    line. `decoration`: the line's file's (`engine.decoration`), stripped first."""
+    if decoration is not None:
+        text = decoration.strip(text)
     size, level = _header_shape(text.translate(_ZERO_DIGITS))
     end = len(text.rstrip())
     return text[end - size:end], level
@@ -97,12 +101,13 @@ class FileScan:
     last_ts: str | None = None
     truncated_tail: int | None = None  # local id of a last line cut off without a line end
     year: int = 1970
+    decoration: Decoration | None = None  # what every line of the file carries (engine.decoration)
 
 
 BY_REGEX = -2  # a marker whose number sits inside a kept word or a folded path ("global_step13")
 
 
-def _marker_token(line: bytes) -> int | None:
+def _marker_token(line: bytes, decoration: Decoration | None = None) -> int | None:
     """Which variable token of `line` is its iteration number (its index among the folded tokens),
     if the line is an iteration marker. Every line of a pre-key has its variable tokens in the
     same places, so the number is read from that token of each line, without a regex per line;
@@ -110,7 +115,7 @@ def _marker_token(line: bytes) -> int | None:
     if _ASCII_DIGIT.search(line) is None:  # the number is read as ASCII digits (below)
         return None
     text = line.decode("utf-8", "replace")
-    if iteration_of(message_level(text)[0]) is None:
+    if iteration_of(message_level(text, decoration)[0]) is None:
         return None
     char = _str_span(text)
     if char is None:
@@ -205,7 +210,8 @@ class _KeyTable:
             sc.first_line.append(line)
             sc.last_line.append(line)
             self.first_pos[lid] = pos + i
-            tok = _marker_token(line) if not key.startswith((COARSE, FREE)) else None  # mixed layouts
+            tok = (_marker_token(line, sc.decoration)  # mixed layouts
+                   if not key.startswith((COARSE, FREE)) else None)
             if tok is not None:
                 self.marker_tok[lid] = tok
 
@@ -395,6 +401,8 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     tail: list[bytes] = []
     pos = 0
     for block in iter_chunks(rank_file.path, report, chunk):
+        if pos == 0:
+            scan.decoration = _learn_decoration(block)
         folded, values = fold_block_values(block.data, VALUE_WIDTH)
         ids = table.ids(folded, block, pos)
         n = len(ids)
@@ -409,7 +417,8 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
             seg.feed(ids, is_marker, at, nums)
         tail = (tail + [block.line(i) for i in range(max(0, n - TAIL_LINES), n)])[-TAIL_LINES:]
         if scan.first_ts is None:
-            scan.first_ts = _first_ts((block.line(i) for i in range(min(n, TAIL_LINES))), scan.year)
+            scan.first_ts = _first_ts((block.line(i) for i in range(min(n, TAIL_LINES))), scan.year,
+                                      scan.decoration)
         pos += n
     seg.finish()
     table.finish()
@@ -422,13 +431,19 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     scan.binary = report.binary
     if report.truncated_tail and tail:
         scan.truncated_tail = table.local.get(fold_block(tail[-1]))
-    scan.last_ts = _first_ts(reversed(tail), scan.year)
+    scan.last_ts = _first_ts(reversed(tail), scan.year, scan.decoration)
     return scan
 
 
-def _first_ts(lines: Iterable[bytes], year: int) -> str | None:
+def _learn_decoration(block: Chunk) -> Decoration | None:
+    """The decoration of the file that starts with `block` (its first lines, see `engine.decoration`)."""
+    n = min(len(block), sample_size())
+    return learn([block.line(i).decode("utf-8", "replace") for i in range(n)])
+
+
+def _first_ts(lines: Iterable[bytes], year: int, decoration: Decoration | None = None) -> str | None:
     for raw in lines:
-        ts = timestamp(raw.decode("utf-8", "replace"), year)
+        ts = timestamp(raw.decode("utf-8", "replace"), year, decoration=decoration)
         if ts:
             return ts
     return None

@@ -14,7 +14,7 @@ CASES = [
     (
         "node17-2:36748:36748 [0] NCCL WARN NET/IB : Got completion with error 12",
         None,
-        "WARN",
+        "ERROR",  # NCCL warns of its failures
         None,
         "NCCL WARN NET/IB : Got completion with error 12",
     ),
@@ -184,3 +184,20 @@ def test_naive_stamp():
     assert naive_stamp("2026-12-01 15:57:59,479 - INFO - ready") is True
     assert naive_stamp("[2024-09-11T17:52:18Z] ready") is False
     assert naive_stamp("no stamp here") is None
+
+
+def test_headers_of_hugging_face_examples_c10_and_nccl_source_lines():
+    from engine.headers import parse_header as ph
+
+    h = ph("05/16/2023 13:54:44 - ERROR - datasets.builder - Failed to read file")
+    assert (h.ts, h.level) == ("2023-05-16T13:54:44.000000Z", "ERROR")
+    glued = ph("Generating train split: 0 examples [00:00, ? examples/s]"
+               "05/16/2023 13:54:44 - ERROR - x - boom")
+    assert glued.level == "ERROR" and glued.message == "x - boom"  # a tqdm bar the record was glued to
+    assert ph("Generating train split: 1 examples [00:00, 10.13 examples/s]").message.startswith("Generating")
+    c10 = ph("[W729 12:37:15.952489580 socket.cpp:752] [c10d] The client socket cannot be initialized")
+    assert c10.level == "WARN" and c10.ts is not None and c10.message.startswith("[c10d]")
+    assert ph("ERROR: Unexpected bus error encountered in worker.").level == "ERROR"
+    nccl = ph("gpu4:35902:35977 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12")
+    assert nccl.level == "ERROR" and nccl.message.startswith("NCCL WARN NET/IB")  # NCCL warns of failures
+    assert ph("gpu4:35902:35902 [0] NCCL INFO Destroyed comm 0x7f1d rank 0").level == "INFO"

@@ -113,3 +113,53 @@ def test_a_collective_timeout_whose_operation_drain_masked_is_still_a_cascade():
     for template in ("RuntimeError: [<*>:<*>] Timed out waiting <*> for <*> operation to complete",
                      "RuntimeError: [<*>:<*>] Timed out waiting <*> for recv operation to complete"):
         assert lexicon_role(template) == CASCADE
+
+
+def _paste(tmp_path, lines):
+    """The diagnosis of a one-file job of `lines` (a paste from an issue thread)."""
+    return diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
+
+
+def test_the_line_before_a_chained_exceptions_marker_is_the_first_exception(tmp_path):
+    # a paste glued the first exception's line to its code line: no word of it says "error" at its start
+    lines = [
+        "Generating train split: 0 examples [00:00, ? examples/s]Failed to read file 'a.json' with error"
+        " <class 'pyarrow.lib.ArrowInvalid'>: JSON parse error",
+        "",
+        "raise ValueError(ValueError: Not able to read records in the JSON file at /data/tok.json. You should"
+        " probably indicate the field of the JSON file containing your records.",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/w/train.py", line 13, in <module>',
+        "    dataset = load_dataset(",
+    ]
+    d = _paste(tmp_path, lines)
+    assert d.events[0].template.startswith("raise ValueError(ValueError: Not able to read records")
+
+
+def test_the_line_after_a_tracebacks_code_is_its_exception_whatever_its_type_is_called(tmp_path):
+    lines = [
+        "2024-05-01 10:00:00 INFO rendering the chat template",
+        "Traceback (most recent call last):",
+        '  File "/w/train.py", line 7, in <module>',
+        "    tmpl = env.get_template('chat.j2')",
+        "jinja2.exceptions.TemplateNotFound: chat.j2",
+        "2024-05-01 10:00:01 WARNING tokenizer fell back to the slow implementation",
+    ]
+    d = _paste(tmp_path, lines)
+    assert d.events[0].template.startswith("jinja2.exceptions.TemplateNotFound")
+
+
+def test_a_longer_label_before_a_traceback_is_context_and_the_traceback_head_inherits_nothing(tmp_path):
+    lines = [
+        "2023-07-01 16:41:05,669 - ERROR: Exception occurred during H2O LLM Studio run:",
+        "Traceback (most recent call last):",
+        '  File "/w/torch/serialization.py", line 441, in save',
+        "    _save(obj, opened_zipfile, pickle_module, pickle_protocol)",
+        "RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file",
+    ]
+    d = _paste(tmp_path, lines)
+    assert d.events[0].template.startswith("RuntimeError: [enforce fail")
+    assert not any(e.template.startswith(("Exception occurred", "Traceback")) for e in d.events)

@@ -1,0 +1,13 @@
+"""The severity lexicon (engine/severity.py, data/severity.yaml)."""
+
+from engine.severity import severity
+
+
+def test_a_quoted_system_error_or_caught_exception_class_is_an_error_whatever_the_level():
+    c10d = ("[c10d] The client socket cannot be initialized to connect to [localhost]:<*> "
+            "(errno: <*> - Address family not supported by protocol).")
+    assert severity(c10d, "WARN") >= 0.8
+    assert severity("OSError: [Errno 98] Address already in use", None) >= 0.8
+    logged = "Failed to read file '<*>' with error <class 'AttributeError'>: 'list' object has no attribute"
+    assert severity(logged, "ERROR") >= 0.8
+    assert severity("the socket connected (errno: 0)", "INFO") <= 0.45  # informational lines stay capped
