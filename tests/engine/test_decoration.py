@@ -51,6 +51,9 @@ def test_a_tag_every_line_repeats_is_stripped_unless_the_header_rules_read_it():
     assert parse_header(tagged[1], decoration=deco).message == "Last error:"
     assert learn([f"[rank0]: step {i}" for i in range(5)]) is None  # torchrun's prefix is the headers'
     assert learn([f"[INFO] step {i}" for i in range(5)]) is None
+    # a tag a date follows is the logger's own format (torchtitan's), learned in no file, so the job's
+    # rank files and a history console where other lines interleave give the same templates
+    assert learn([f"[titan] 2026-12-01 10:00:0{i},123 - root - INFO - step: {i}" for i in range(5)]) is None
 
 
 def test_colour_codes_are_removed_wherever_they_are():
