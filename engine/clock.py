@@ -185,15 +185,14 @@ def settle_zones(parsed: ParsedJob) -> list[ClockNote]:
                 in_files[i] = in_files.get(i, 0) + 1
         files = [sorted((first, stamps[i], kind[i]) for i, (first, _) in parsed.positions.get(p, {}).items()
                         if i in stamps and in_files.get(i) == 1) for p in paths]
-        ref = _dt(min(seen.values()))
-        offset = naive_zone().utcoffset(ref.replace(tzinfo=None)) if ref is not None else None
-        shift = _naive_shift(files, naive, aware, offset.total_seconds() if offset else 0.0)
+        offset = _local_offset(seen.values())
+        shift = _naive_shift(files, naive, aware, offset)
         if not shift:
             continue
         moved[node] = shift
         for i in [i for i in seen if kind.get(i)]:
             seen[i] = _moved(seen[i], shift)
-        zone = _zone_name(shift + (offset.total_seconds() if offset else 0.0))
+        zone = _zone_name(shift + offset)
         way = "ahead of" if shift > 0 else "behind"
         notes.append(ClockNote(kind="zone", node=node, seconds=shift,
                                note=f"{node}'s stamps without an offset are read as local time {zone}: so "
@@ -210,6 +209,12 @@ def settle_zones(parsed: ParsedJob) -> list[ClockNote]:
     if whole:
         _settle_templates(parsed, whole, None)
     return notes
+
+
+def reference_node(seen: dict[str, dict[int, str]]) -> str:
+    """The node (of node -> event -> first stamp) that shares the most events with the others, the
+    first by name between equals: the clock the others are measured against."""
+    return max(sorted(seen), key=lambda n: sum(len(seen[n].keys() & seen[m].keys()) for m in seen if m != n))
 
 
 def _quarters_ahead(a: dict[int, str], b: dict[int, str]) -> int | None:
@@ -235,7 +240,7 @@ def _settle_node_zones(parsed: ParsedJob, kind: dict[int, bool], settled: Iterab
     seen = {n: s for n, s in parsed.node_first_seen.items() if s}
     if len(seen) < 2:
         return {}
-    ref = max(sorted(seen), key=lambda n: sum(len(seen[n].keys() & seen[m].keys()) for m in seen if m != n))
+    ref = reference_node(seen)
     ahead = {n: _quarters_ahead(seen[n], seen[ref]) if n != ref else 0 for n in seen}
     aware = {n for n, s in seen.items() if any(kind.get(i) is False for i in s)} | set(settled)
     groups: dict[int, set[str]] = {}
@@ -247,14 +252,20 @@ def _settle_node_zones(parsed: ParsedJob, kind: dict[int, bool], settled: Iterab
             if q is not None and q != base and n not in settled}
 
 
+def _local_offset(stamps: Iterable[str]) -> float:
+    """The UTC offset (seconds) of `L4_LOG_TZ`, where naive stamps are read, at the first of `stamps`."""
+    first = _dt(min(stamps))
+    offset = naive_zone().utcoffset(first.replace(tzinfo=None)) if first is not None else None
+    return offset.total_seconds() if offset else 0.0
+
+
 def _zone_note(parsed: ParsedJob, node: str, shift: float) -> ClockNote:
-    first = _dt(min(parsed.node_first_seen[node].values()))
-    offset = (naive_zone().utcoffset(first.replace(tzinfo=None)) if first else None) or timedelta(0)
+    offset = _local_offset(parsed.node_first_seen[node].values())
     way = "ahead of" if shift > 0 else "behind"
     return ClockNote(kind="zone", node=node, seconds=shift,
                      note=f"{node}'s stamps run {_span(shift)} {way} the other nodes' on the same events, a "
                           f"whole number of quarter hours: another time zone (its naive stamps are local "
-                          f"time {_zone_name(offset.total_seconds() + shift)}), not a drifting clock; they "
+                          f"time {_zone_name(offset + shift)}), not a drifting clock; they "
                           f"are read moved by that much")
 
 

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from engine.clock import reference_node
 from engine.events import ROOT_SEVERITY, ScoredEvent
 from engine.model import ClockNote, NodeFinding, ParsedJob
 from engine.peers import blamed_nodes, unresponsive_nodes
@@ -92,7 +93,7 @@ def zone_offsets(parsed: ParsedJob, nodes: list[str]) -> dict[str, float] | None
     seen = {n: s for n, s in seen.items() if s}
     if len(seen) < 2:
         return {}
-    ref = max(sorted(seen), key=lambda n: sum(len(seen[n].keys() & seen[m].keys()) for m in seen if m != n))
+    ref = reference_node(seen)
     out: dict[str, float] = {ref: 0.0}
     for n in seen:
         pairs = [(_parse_ts(seen[n][i]), _parse_ts(seen[ref][i])) for i in seen[n].keys() & seen[ref].keys()]
