@@ -307,3 +307,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     from bot.cli_othergen import register as register_othergen
 
     register_othergen(bsub)
+    from bot.cli_othergen2 import register as register_othergen2
+
+    register_othergen2(bsub)
