@@ -397,6 +397,8 @@ class Job:
         for e in f["emit"]:
             if "shapes" in e and s.shape not in e["shapes"]:
                 continue
+            if "frameworks" in e and s.framework not in e["frameworks"]:
+                continue
             te = t + e["at"]
             where = e["where"]
             role, key = e["role"], e.get("key")
