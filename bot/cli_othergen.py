@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.ingest import JobError
@@ -10,13 +11,19 @@ from engine.ingest import JobError
 def cmd_othergen(args: argparse.Namespace) -> int:
     from engine.bench.othergen import generate_corpus
 
+    return write_corpus(args, generate_corpus, "outsider generator")
+
+
+def write_corpus(args: argparse.Namespace, generate: Callable[[Path, int, int], list[Path]],
+                 label: str) -> int:
+    """Check OUT and --cases, then write the corpus of a generator (`l4 bench othergen`, `othergen2`)."""
     if args.cases < 1:
         raise JobError("--cases must be at least 1")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise JobError(f"not a folder: {out}")
-    dirs = generate_corpus(out, args.cases, args.seed)
-    print(f"generated {len(dirs)} cases in {out} (outsider generator, seed {args.seed})")
+    dirs = generate(out, args.cases, args.seed)
+    print(f"generated {len(dirs)} cases in {out} ({label}, seed {args.seed})")
     return 0
 
 
