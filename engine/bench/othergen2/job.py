@@ -230,7 +230,7 @@ class Job:
             for tmpl in WORDING["rank_init"][self.accel]:
                 self.add(t, "plog" if self.accel == "ascend" else "rank", tmpl, r=r)
                 t += rng.uniform(0.001, 0.3)
-            for tmpl in WORDING["rank_init"]["any"] + (WORDING["failed_only"] if fault else []):
+            for tmpl in WORDING["rank_init"]["any"] + (self._all(WORDING["failed_only"]) if fault else []):
                 self.add(t, "rank", tmpl, r=r)
         lg = self.logger
         for i, tmpl in enumerate(fw["init_logger"]):
@@ -377,14 +377,19 @@ class Job:
     def _nic(self, node: int) -> dict[str, Any]:
         return {"hca": node % 8, "lid": 1000 + node * 7}
 
+    def _all(self, table: dict) -> list[str]:
+        """The lines of `table` for every accelerator, then those of this job's."""
+        return list(table.get("any", [])) + list(table.get(self.accel, []))
+
     def _pick(self, table: dict, n: int) -> list[str]:
-        pool = list(table.get(self.accel, [])) + list(table.get("any", []))
+        pool = self._all(table)
         return [self.rng.choice(pool) for _ in range(n)]
 
     # ---- the fault ----
     def _fault(self, t: float) -> None:
         f, s, rng = self.s.fault, self.s, self.rng
         assert f is not None
+        t += rng.uniform(0.001, 0.999)
         victim = self.ranks[f["_victim"]]
         node = victim.node
         on_node = [r for r in self.ranks if r.node == node]
@@ -490,7 +495,7 @@ class Job:
                         r=victim,
                         role="cascade",
                         file=shapes.launcher_file(s.shape, s.hosts[node], s.jobid),
-                        extra={"code": f["exitcode"]},
+                        extra={"code": f["exitcode"], "tid": self.agent_tid[node]},
                     )
             else:
                 for tmpl in WORDING["slurm_fail"]:
