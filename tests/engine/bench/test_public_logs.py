@@ -22,8 +22,8 @@ WAVE3 = CORPUS / "_wave3"
 WAVE4 = CORPUS / "_wave4"
 WAVE4_AT_LEAST = 40
 WAVE5 = CORPUS / "_wave5"
-WAVE5_AT_LEAST = 15
-WAVE5_ALL_STAGES = False
+WAVE5_AT_LEAST = 40
+WAVE5_ALL_STAGES = True
 
 
 def _truth(case: Path) -> dict:
