@@ -21,6 +21,8 @@ WAVE2 = CORPUS / "_wave2"
 WAVE3 = CORPUS / "_wave3"
 WAVE4 = CORPUS / "_wave4"
 WAVE4_AT_LEAST = 40
+WAVE5 = CORPUS / "_wave5"
+WAVE5_AT_LEAST = 40
 
 
 def _truth(case: Path) -> dict:
@@ -53,7 +55,7 @@ def test_case_is_labeled_and_its_lines_are_verbatim(case: Path):
     for labeled in (indicating, t["cascade_lines"], t["context_lines"]):
         assert set(labeled) <= lines
     assert not indicating & set(t["cascade_lines"])
-    assert t.get("wave", 1) in (1, 2, 3, 4)
+    assert t.get("wave", 1) in (1, 2, 3, 4, 5)
 
 
 def test_sources_md_lists_every_case():
@@ -71,11 +73,12 @@ def test_the_first_wave_is_still_the_50_tuned_on():
 
 
 @pytest.mark.parametrize("n,view_dir,at_least,all_stages",
-                         [(2, WAVE2, 30, True), (3, WAVE3, 30, True), (4, WAVE4, WAVE4_AT_LEAST, True)],
-                         ids=["wave2", "wave3", "wave4"])
+                         [(2, WAVE2, 30, True), (3, WAVE3, 30, True), (4, WAVE4, WAVE4_AT_LEAST, True),
+                          (5, WAVE5, WAVE5_AT_LEAST, True)],
+                         ids=["wave2", "wave3", "wave4", "wave5"])
 def test_a_later_wave_is_a_held_out_set_with_a_view_of_its_own(n: int, view_dir: Path, at_least: int,
                                                                 all_stages: bool):
-    """Waves 2, 3 and 4 (each collected after the waves before it were used for tuning) load with the
+    """Waves 2 to 5 (each collected after the waves before it were used for tuning) load with the
     whole corpus and, alone, through their `_waveN/` view of links, so `l4 bench eval` can score
     either; the view holds that wave and nothing else."""
     wave = _wave(n)
@@ -103,11 +106,11 @@ def test_the_whole_corpus_loads_every_wave_and_no_view():
     """`l4 bench eval tests/fixtures/public_logs` reads the case folders of all waves (a view folder
     has no truth.json of its own, so it is not a case) and each case once."""
     names = [d.name for d in CASES]
-    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in (1, 2, 3, 4))
+    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in (1, 2, 3, 4, 5))
     assert not any(name.startswith("_wave") for name in names)
 
 
-@pytest.mark.parametrize("n", [3, 4])
+@pytest.mark.parametrize("n", [3, 4, 5])
 def test_a_later_wave_shares_no_thread_with_the_earlier_waves(n: int):
     urls = {w: {_truth(CORPUS / c)["url"].rstrip("/") for c in _wave(w)} for w in range(1, n + 1)}
     assert len(urls[n]) == len(_wave(n))
@@ -121,7 +124,7 @@ _PREFIXES = [  # SOURCES.md: where a line with each launcher/logger prefix is fi
 ]
 
 
-@pytest.mark.parametrize("case", [CORPUS / c for c in _wave(3) + _wave(4)], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [CORPUS / c for c in _wave(3) + _wave(4) + _wave(5)], ids=lambda c: c.name)
 def test_later_wave_lines_are_filed_by_their_own_prefix(case: Path):
     """A line that starts with a rank, Ray actor or NCCL host:pid:tid prefix is in that rank's file;
     the root lines keep the prefix they were pasted with."""
@@ -139,12 +142,13 @@ def test_later_wave_lines_are_filed_by_their_own_prefix(case: Path):
 
 def test_sources_md_has_a_note_and_counts_for_each_later_wave():
     text = (CORPUS / "SOURCES.md").read_text()
-    for n in (2, 3, 4):
+    for n in (2, 3, 4, 5):
         assert f"Wave {n}: {len(_wave(n))} cases" in text
 
 
-def test_wave4_has_each_stage_besides_training_at_least_four_times():
-    stages = [_truth(CORPUS / c)["stage"] for c in _wave(4)]
+@pytest.mark.parametrize("n", [4, 5])
+def test_a_later_wave_has_each_stage_besides_training_at_least_four_times(n: int):
+    stages = [_truth(CORPUS / c)["stage"] for c in _wave(n)]
     assert all(stages.count(s) >= 4 for s in STAGES if s not in ("training", "unknown")), stages
 
 
@@ -155,6 +159,13 @@ def test_the_test_halves_of_waves_2_to_4_are_held_out_from_stage_training():
     for n in (2, 3, 4):
         truths = [_truth(CORPUS / c) for c in _wave(n)]
         assert all(held_out(t, rules) == (t["split"] == "test") for t in truths), n
+
+
+def test_wave5_is_held_out_whole_until_its_first_measurement():
+    """Nobody has run the engine on wave 5: both halves stay out of stage-model training (its dev half
+    trains once the coordinator has reported the wave's first measurement)."""
+    rules = settings()["held_out"]
+    assert _wave(5) and all(held_out(_truth(CORPUS / c), rules) for c in _wave(5))
 
 
 def test_the_corpus_evaluates():
