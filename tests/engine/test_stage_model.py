@@ -22,13 +22,16 @@ from engine.diagnose import diagnose
 from engine.stage_model import (
     COMBINATIONS,
     Evidence,
+    _stopwords,
     combined,
     evidence_from_dict,
     features,
     hint_features,
     load_model,
     model_from_dict,
+    stage_words,
     stem,
+    stopword_set,
     timeline_stage,
     words,
 )
@@ -86,15 +89,26 @@ def test_the_model_reads_a_known_dev_paste_as_data_loading(tmp_path):
 
 def test_features_are_words_of_each_place_and_the_timeline():
     frame = ("/x/checkpointing/writer.py", "save_checkpoint", "torch.save(state, f)")
-    ev = Evidence(failure="OSError: No space left on device", after=["while saving"],
+    ev = Evidence(failure="OSError: No space left on device", after=["Saving checkpoint to /x"],
                   before=["iter 3 loss 2.1"], n_before=1, frames=[frame],
                   timeline={"progress": "training", "log": None})
     f = features(ev)
-    assert {"e:spac", "a:sav", "b:loss", "fn:sav", "fn:checkpoint", "ff:checkpoint", "c:torch"} <= f
+    assert {"e:spac", "b:loss", "fn:sav", "fn:checkpoint", "ff:checkpoint", "c:torch"} <= f
     assert {"w:sav", "w:spac", "tl:progress=training", "tl:log=none", "pos:1-3"} <= f
+    # the lines after the failure line are read by their stage hints only, and stop words not at all
+    assert "a:sav" not in f and "ha:checkpointing" in f
+    assert not {"e:no", "w:on", "a:sav"} & f and "e:left" in f
     assert evidence_from_dict(json.loads(json.dumps(ev.to_dict()))) == ev
     assert words("loadStateDict saving") == ["load", "stat", "dict", "sav"]
     assert [stem(w) for w in ("saves", "save", "saved", "is", "loss")] == ["sav", "sav", "sav", "is", "loss"]
+
+
+def test_stop_words_are_left_out_and_must_be_strings():
+    assert stage_words("Error in the save of the state") == ["sav", "stat"]
+    assert {"no", "on"} <= _stopwords()  # quoted in the YAML: not read as booleans
+    assert stopword_set(["The", "raised"]) == {"the", "rais"}
+    with pytest.raises(ValueError, match="quote them"):
+        stopword_set(["the", False])
 
 
 def test_the_stage_hints_are_read_at_each_place_as_features():
