@@ -27,6 +27,8 @@ SCRIPTS = {"ddp": "ddp_train.py", "megatron": "megatron_train.py", "hf": "hf_tra
            "lightning": "lightning_train.py", "accelerate": "accelerate_train.py",
            "nanogpt": "nanogpt_train.py", "fabric": "fabric_train.py", "titan": "titan_train.py",
            "deepspeed": "deepspeed_train.py", "fsdp2": "fsdp2_train.py"}
+# styles whose largest checkpoint file stays under the usual 96 KiB quota of disk_full_ckpt: their quota
+SMALL_FILES = {"deepspeed": 24 << 10}
 # styles whose checkpoint folder holds one shard per rank (DCP of fully_shard): a truncated copy cuts all
 CUT_EVERY_FILE = ("fsdp2",)
 TIMEOUT_S = 8  # gloo collective timeout: hangs and stragglers surface within seconds
@@ -139,6 +141,8 @@ def _node_env(plan: RunPlan, i: int, work: Path, port: int, resume: Path | None)
         env.update(L4RR_FAULT=kind, L4RR_FAULT_SCOPE=plan.scope, L4RR_FAULT_STEP=str(plan.step),
                    L4RR_FAULT_VARIANT=str(plan.variant),
                    L4RR_FAULT_LOCAL=",".join(str(x) for x in plan.fault_locals))
+    if kind == "disk_full_ckpt" and plan.style in SMALL_FILES:
+        env["L4RR_FSIZE"] = str(SMALL_FILES[plan.style])
     if kind == "shape_mismatch" and i == plan.fault_node:
         env["L4RR_HIDDEN"] = str(HIDDEN + 16)
     if kind == "import_error" and i == plan.fault_node:

@@ -15,9 +15,9 @@ from engine.bench.realrun.plan import plan_run
 torch_missing = importlib.util.find_spec("torch") is None or not os.environ.get("L4_REALRUN_SMOKE")
 
 
-def _run(tmp_path: Path, style: str, layout: str) -> str:
+def _run(tmp_path: Path, style: str, layout: str, steps: int = 3) -> str:
     plan = plan_run(f"{style}-smoke-1", style, None, seed=101, nodes=["smoke-01"])
-    plan.steps, plan.save_every, plan.layout = 3, 2, layout
+    plan.steps, plan.save_every, plan.layout = steps, 2, layout
     res = run_job(plan, tmp_path / style)
     assert res.returncodes == {"smoke-01": 0}, res.agent_out
     out = res.agent_out["smoke-01"]
@@ -53,19 +53,19 @@ def test_the_fabric_program_runs_under_torchrun(tmp_path):
 
 @pytest.mark.skipif(torch_missing, reason="real torch runs: set L4_REALRUN_SMOKE=1")
 def test_the_deepspeed_program_logs_as_deepspeeds_engine(tmp_path):
-    out = _run(tmp_path, "deepspeed", "console")
+    out = _run(tmp_path, "deepspeed", "console", steps=4)  # seed 101: steps_per_print 4
     for line in ("[comm.py:856:init_distributed] Initializing TorchBackend in DeepSpeed with backend",
                  "[__init__.py:158:initialize] [Rank 0] DeepSpeed info: version=0.19.6, git-hash=unknown",
                  "[Rank 0] Creating torch.float32 ZeRO stage 1 optimizer",
                  "[WARNING] [engine.py:4313:load_checkpoint] Unable to find latest file at ",
-                 "[engine.py:3656:_report_progress] [Rank 0] step=2, skipped=0, lr=[",
-                 "epoch=0/micro_step=2/global_step=2, RunningAvgSamplesPerSec=",
+                 "[engine.py:3656:_report_progress] [Rank 0] step=4, skipped=0, lr=[",
+                 "epoch=0/micro_step=4/global_step=4, RunningAvgSamplesPerSec=",
                  "[Rank 0] [Torch] Checkpoint global_step2 is about to be saved!",
-                 "[Rank 0] Saving model checkpoint: ", "global_step3/mp_rank_00_model_states.pt",
-                 "global_step 3 | loss "):
+                 "[Rank 0] Saving model checkpoint: ", "global_step4/mp_rank_00_model_states.pt",
+                 "global_step 4 | loss "):
         assert line in out, line
     ckpt = tmp_path / "deepspeed" / "ckpt"
-    assert (ckpt / "latest").read_text() == "global_step3"  # the periodic save and the final one
+    assert (ckpt / "latest").read_text() == "global_step4"
     assert sorted(p.name for p in (ckpt / "global_step2").iterdir()) == [
         "mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
         "zero_pp_rank_1_mp_rank_00_optim_states.pt", "zero_to_fp32.py"]

@@ -207,6 +207,8 @@ class Engine:
         ds.dist("load_end", f"[Torch] End Load checkpoint from {path}...")
         self.module.module.load_state_dict(state["module"])
         self.lr_scheduler.load_state_dict(state["lr_scheduler"])
+        for group, lr in zip(self.optimizer.param_groups, self.lr_scheduler.get_last_lr(), strict=True):
+            group["lr"] = lr  # the schedule's rate at the step it resumes from
         self.global_steps = self.micro_steps = int(state["global_steps"])
         rank = dist.get_rank()
         ds("zero_load", f"loading 1 zero partition checkpoints for rank {rank}")
