@@ -91,7 +91,7 @@ def test_needles_keep_every_alarm_line_of_the_real_logs():
     rules = [re.compile(p) for p in freetext.alarm_patterns()]
     markers = marker_regexes()
     checked = 0
-    held_out = ("-11", "-12")  # real-run wave 5: not read by the engine before it is measured
+    held_out = ("-11", "-12", "-13", "-14")  # real-run waves 5 and 6: not read by the engine before measured
     files = [p for p in sorted(FIXTURES.glob("realrun/*/failed/**/*.gz"))
              if not p.relative_to(FIXTURES).parts[1].endswith(held_out)]
     for path in files[:120]:

@@ -189,6 +189,9 @@ def test_the_held_out_test_halves_are_never_read():
     assert not held_out({"source": "realrun/ddp", "wave": 2, "split": "test"}, rules)  # real-run wave 2: all
     assert held_out({"source": "realrun/titan", "wave": 5, "split": "test"}, rules)
     assert not held_out({"source": "realrun/titan", "wave": 5, "split": "dev"}, rules)  # measured: trains
+    assert held_out({"source": "realrun/fsdp2", "wave": 6, "split": "test"}, rules)
+    assert not held_out({"source": "realrun/fsdp2", "wave": 6, "split": "dev"}, rules)  # measured: trains
+    assert held_out({"source": "github/a/b#1", "wave": 5, "split": "test"}, rules)
     assert held_out({"source": "github/a/b#1", "wave": 4, "split": "test"}, rules)
     assert not held_out({"source": "github/a/b#1", "split": "test"}, rules)  # the old public cases: both
     assert held_out({"source": "github/a/b#1", "wave": 3, "split": "test"}, rules)

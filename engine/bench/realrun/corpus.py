@@ -28,7 +28,7 @@ from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans,
 HISTORY = "_history"
 # hf and lightning runs cost the most (transformers or lightning imported on every rank)
 HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1, "lightning": 1, "accelerate": 1, "nanogpt": 1, "fabric": 1,
-                "titan": 1}
+                "titan": 1, "deepspeed": 1, "fsdp2": 1}
 SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "torch-2.13.0-cpu"},
             "megatron": {"model": "gpt-tiny-64", "framework": "megatron", "image": "torch-2.13.0-cpu"},
             "lightning": {"model": "tinylm-64", "framework": "lightning",
@@ -39,16 +39,18 @@ SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "
             "nanogpt": {"model": "nanogpt-tiny-64", "framework": "nanogpt", "image": "torch-2.13.0-cpu"},
             "fabric": {"model": "tinylm-64", "framework": "lightning-fabric",
                        "image": "torch-2.13.0-cpu-lightning"},
-            "titan": {"model": "llama3-debugmodel", "framework": "torchtitan", "image": "torch-2.13.0-cpu"}}
-# styles whose checkpoint is a folder (accelerate's save_state step_N, a DCP step-N of titan): a resume
-# case gets the whole folder
-STATE_DIR_STYLES = ("accelerate", "titan")
-STATE_DIR = re.compile(r"^step[-_](\d+)$")
+            "titan": {"model": "llama3-debugmodel", "framework": "torchtitan", "image": "torch-2.13.0-cpu"},
+            "deepspeed": {"model": "tinylm-64", "framework": "deepspeed-zero1", "image": "torch-2.13.0-cpu"},
+            "fsdp2": {"model": "tinylm-64", "framework": "pytorch-fsdp2", "image": "torch-2.13.0-cpu"}}
+# styles whose checkpoint is a folder (accelerate's save_state step_N, a DCP step-N of titan, DeepSpeed's
+# global_stepN, a DCP step_NNNNNN of fsdp2): a resume case gets the whole folder
+STATE_DIR_STYLES = ("accelerate", "titan", "deepspeed", "fsdp2")
+STATE_DIR = re.compile(r"^(?:step[-_]|global_step)(\d+)$")
 
 
 def _state_dirs(folder: Path) -> list[Path]:
     """The checkpoint folders in ``folder``, oldest step first."""
-    found = [p for p in folder.glob("step*") if p.is_dir() and STATE_DIR.match(p.name)]
+    found = [p for p in folder.glob("*step*") if p.is_dir() and STATE_DIR.match(p.name)]
     return sorted(found, key=lambda p: int(STATE_DIR.match(p.name)[1]))
 
 
@@ -119,6 +121,7 @@ def truth_of(plan: RunPlan, files: list[LogFile], ranks: dict[tuple[str, int], i
         "layout": plan.layout, "world_size": len(plan.nodes) * NPROC,
         "steps": plan.steps, "save_every": plan.save_every, "prefix": plan.prefix, "wave": plan.wave,
         **({"restarts": plan.restarts} if plan.restarts else {}),
+        **({"monitor_interval": plan.monitor_interval} if plan.monitor_interval != 0.5 else {}),
         "ranks": {f"{node}/{loc}": r for (node, loc), r in sorted(ranks.items())},
     }
 
@@ -145,14 +148,14 @@ def relabel(root: Path) -> int:
 
 
 def write_wave_views(root: Path) -> dict[int, int]:
-    """``root/_wave1/`` to ``root/_wave5/`` (4: the development runs, cases -7 to -10): the cases of each
+    """``root/_wave1/`` to ``root/_wave6/`` (4: the development runs, cases -7 to -10): the cases of each
     wave as links beside a cases.json of their own, so that `l4 bench eval root/_wave3 --split test,dev`
     scores a held-out wave alone. Returns the number of cases per wave."""
     rows = json.loads((root / "cases.json").read_text())
     waves: dict[int, list[dict]] = {}
     for row in rows:
         n = int(row["case_id"].rsplit("-", 1)[1])
-        wave = 5 if n >= 11 else 4 if n >= 7 else 3 if n >= 5 else 2 if n >= 3 else 1
+        wave = 6 if n >= 13 else 5 if n >= 11 else 4 if n >= 7 else 3 if n >= 5 else 2 if n >= 3 else 1
         waves.setdefault(wave, []).append(row)
     for wave, wrows in sorted(waves.items()):
         view = root / f"_wave{wave}"
@@ -188,7 +191,7 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
              log: Callable[[str], None] | None = None, wave: int | None = None) -> list[dict]:
     """Run and label the corpus into ``out``; returns the index rows (also in ``out/cases.json``).
     ``cases`` runs only the named cases of the corpus (to run one again); ``wave`` only the cases of
-    that wave (5: the -11/-12 cases of ``--per-kind 12``)."""
+    that wave (5: the -11/-12 cases of ``--per-kind 12``; 6: the -13/-14 cases of ``--per-kind 14``)."""
     say = log or (lambda m: print(m, file=sys.stderr))
     out.mkdir(parents=True, exist_ok=True)
     scratch = scratch or out / ".scratch"
@@ -205,7 +208,7 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
     if wave is not None:
         plans = [p for p in plans if p.wave == wave]
         if not plans:
-            raise ValueError(f"no cases of wave {wave} (wave 5 needs --per-kind 12)")
+            raise ValueError(f"no cases of wave {wave} (wave 5 needs --per-kind 12, wave 6 --per-kind 14)")
     index_path = out / "cases.json"
     index = {r["case_id"]: r for r in json.loads(index_path.read_text())} if index_path.is_file() else {}
     history: dict[str, list[Path]] = {}

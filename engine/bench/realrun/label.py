@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.bench.realrun.layout import LINE_PREFIX, LogFile
+from engine.bench.realrun.layout import LINE_PREFIX, SRUN_PREFIX, LogFile, is_slurm
 from engine.bench.realrun.plan import NPROC, RunPlan, kind_spec, kinds
 
 RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch's prefix of an uncaught exception's lines
@@ -50,11 +50,16 @@ def _lines(files: Iterable[LogFile]) -> list[list[Line]]:
     for f in files:
         per_stream: dict[Stream, list[Line]] = {}
         console = f.rel.endswith("/torchrun.log")  # rank files and launcher.log carry no launcher prefix
+        srun = is_slurm(f.rel)  # srun -l's "N: " on the ranks' lines
         in_dir = ATTEMPT_DIR.search(f.rel)
         attempt = int(in_dir[1]) if in_dir else 0
         for raw, local in zip(f.lines, f.locals, strict=True):
             key = (f.node, local)
-            per_stream.setdefault(key, []).append(Line(raw, body_of(raw, console), key, attempt=attempt))
+            if srun and local is not None:
+                body = RANK_PREFIX.sub("", SRUN_PREFIX.sub("", raw, count=1), count=1)
+            else:
+                body = body_of(raw, console)
+            per_stream.setdefault(key, []).append(Line(raw, body, key, attempt=attempt))
             if local is None and not in_dir and RESTART.search(raw):
                 attempt += 1
         for seq in per_stream.values():

@@ -25,7 +25,12 @@ from engine.bench.realrun.plan import NPROC, SEQ, STEPS, VOCAB, RunPlan
 PROGRAMS = Path(__file__).parent / "programs"
 SCRIPTS = {"ddp": "ddp_train.py", "megatron": "megatron_train.py", "hf": "hf_train.py",
            "lightning": "lightning_train.py", "accelerate": "accelerate_train.py",
-           "nanogpt": "nanogpt_train.py", "fabric": "fabric_train.py", "titan": "titan_train.py"}
+           "nanogpt": "nanogpt_train.py", "fabric": "fabric_train.py", "titan": "titan_train.py",
+           "deepspeed": "deepspeed_train.py", "fsdp2": "fsdp2_train.py"}
+# styles whose largest checkpoint file stays under the usual 96 KiB quota of disk_full_ckpt: their quota
+SMALL_FILES = {"deepspeed": 24 << 10}
+# styles whose checkpoint folder holds one shard per rank (DCP of fully_shard): a truncated copy cuts all
+CUT_EVERY_FILE = ("fsdp2",)
 TIMEOUT_S = 8  # gloo collective timeout: hangs and stragglers surface within seconds
 JOIN_TIMEOUT_S = 30
 READ_TIMEOUT_S = 20  # the rendezvous store's: a node that cannot reach it gives up after this
@@ -123,15 +128,21 @@ def _node_env(plan: RunPlan, i: int, work: Path, port: int, resume: Path | None)
                L4RR_SEED=str(plan.seed), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", TRANSFORMERS_VERBOSITY="info",
                PYTHONPATH=os.pathsep.join([str(site), str(code)]))
-    if plan.prefix == "rank":  # torchrun's --tee prefix with the global rank instead of [defaultN]:
+    if plan.prefix == "rank" or plan.layout == "slurm":  # torchrun's --tee prefix with the global rank
         env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
     if plan.restarts:  # the launch script of an elastic job: the agent says when it restarts its workers
         env["LOGLEVEL"] = "INFO"
+    if plan.restarts and plan.wave >= 6:
+        # the workers' store is rank 0's own, new in every attempt: on the agents' shared store the restarted
+        # workers would read the gloo addresses of the attempt before and never connect
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     kind = plan.kind
     if kind and (plan.scope != "local" or i == plan.fault_node):
         env.update(L4RR_FAULT=kind, L4RR_FAULT_SCOPE=plan.scope, L4RR_FAULT_STEP=str(plan.step),
                    L4RR_FAULT_VARIANT=str(plan.variant),
                    L4RR_FAULT_LOCAL=",".join(str(x) for x in plan.fault_locals))
+    if kind == "disk_full_ckpt" and plan.style in SMALL_FILES:
+        env["L4RR_FSIZE"] = str(SMALL_FILES[plan.style])
     if kind == "shape_mismatch" and i == plan.fault_node:
         env["L4RR_HIDDEN"] = str(HIDDEN + 16)
     if kind == "import_error" and i == plan.fault_node:
@@ -142,7 +153,10 @@ def _node_env(plan: RunPlan, i: int, work: Path, port: int, resume: Path | None)
     if resume is not None and resume.is_dir():  # a save_state or DCP folder: its model weights cut short
         dst = work / "local" / node / resume.name
         shutil.copytree(resume, dst)
-        if i == plan.fault_node:
+        if i == plan.fault_node and plan.style in CUT_EVERY_FILE:
+            for f in sorted(dst.glob("*.distcp")):  # each rank reads its own shard: every one is cut short
+                f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])
+        elif i == plan.fault_node:
             weights = dst / "model.safetensors"
             if not weights.is_file():
                 weights = max(sorted(dst.iterdir()), key=lambda f: f.stat().st_size)
@@ -170,7 +184,8 @@ def _agent_cmd(plan: RunPlan, i: int, port: int, work: Path, logdir: Path, torch
     return [torchrun, "--nnodes", str(len(plan.nodes)), "--nproc-per-node", str(NPROC), "--node-rank", str(i),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", plan.name,
             "--rdzv-conf", _rdzv_conf(i), "--local-addr", "127.0.0.1",
-            "--max-restarts", str(plan.restarts), "--monitor-interval", "0.5", "--log-dir", str(logdir),
+            "--max-restarts", str(plan.restarts), "--monitor-interval", f"{plan.monitor_interval:g}",
+            "--log-dir", str(logdir),
             "--redirects", "3", "--tee", "3", str(work / "code" / SCRIPTS[plan.style])]
 
 
@@ -206,7 +221,9 @@ def run_job(plan: RunPlan, work: Path, *, torchrun: str | None = None,
                 procs[node] = subprocess.Popen(cmd, env=env, cwd=work, stdout=out, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, start_new_session=True)
             time.sleep(0.3)
-        while time.monotonic() - t0 < DEADLINE_S and any(p.poll() is None for p in procs.values()):
+        # a wave-6 restart runs the workers twice (and starts them again on a loaded machine)
+        deadline = DEADLINE_S * (1 + 1.5 * plan.restarts) if plan.wave >= 6 else DEADLINE_S
+        while time.monotonic() - t0 < deadline and any(p.poll() is None for p in procs.values()):
             time.sleep(0.5)
     finally:
         for p in procs.values():

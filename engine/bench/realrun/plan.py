@@ -10,11 +10,14 @@ from pathlib import Path
 
 import yaml
 
-STYLES = ("ddp", "megatron", "hf", "lightning", "accelerate", "nanogpt", "fabric", "titan")
+STYLES = ("ddp", "megatron", "hf", "lightning", "accelerate", "nanogpt", "fabric", "titan", "deepspeed",
+          "fsdp2")
 # held out: only wave 3 (cases -5, -6) and the development wave 4 (-7 to -10) run them
 WAVE3_STYLES = ("accelerate", "nanogpt")
 # held out: only wave 5 (cases -11, -12) runs them
 WAVE5_STYLES = ("fabric", "titan")
+# held out: only wave 6 (cases -13, -14) runs them
+WAVE6_STYLES = ("deepspeed", "fsdp2")
 NNODES = 4
 NPROC = 2
 STEPS = 24
@@ -66,7 +69,8 @@ class RunPlan:
     seed: int
     nodes: list[str]
     clocks: list[tuple[str, str]]
-    layout: str  # "console": one launcher output per node; "logdir": torchrun --log-dir per-rank files
+    layout: str  # "console": one launcher output per node; "logdir": torchrun --log-dir per-rank files;
+    # "slurm": every rank's lines merged into one file per node behind srun -l's "N: " (global rank)
     fault_node: int | None = None
     fault_locals: list[int] = field(default_factory=list)
     scope: str = "all"  # all | rank0 | local
@@ -79,6 +83,7 @@ class RunPlan:
     # 4: development runs of the new styles (-7 to -10), never committed as fixtures; 5: the styles of
     # WAVE5_STYLES and elastic restarts (-11, -12)
     restarts: int = 0  # torchrun --max-restarts: the agents restart the workers this many times
+    monitor_interval: float = 0.5  # torchrun --monitor-interval (seconds)
 
     @property
     def world(self) -> int:
@@ -191,6 +196,87 @@ def wave5_second(kind: str) -> bool:
     return kind in order[:WAVE5_SECOND]
 
 
+# wave 6 (cases 13 and 14, the styles of WAVE6_STYLES only): other steps, saves, zones and node names, a
+# SLURM-like console (srun -l's "N: " prefix) on about a third of the cases, and on another third an elastic
+# restart whose resumed attempt reaches the same fault again; faults at the final save and in the first step
+# after a resume
+WAVE6_STEPS = (15, 21, 25)
+WAVE6_SAVE_EVERY = (3, 5, 8)
+WAVE6_CLOCKS = (("Asia/Seoul", "iso_offset"), ("Europe/Paris", "iso_offset"), ("UTC", "iso_z"),
+                ("America/Denver", "naive"), ("Asia/Dubai", "naive"))
+WAVE6_NODE_SCHEMES = ("dgx-h100-{:02d}", "ip-10-0-{}-{}", "nid{:06d}", "p5-st-48xl-{}")
+WAVE6_ZONED = ("deepspeed",)  # DeepSpeed's logger writes logging's naive local asctime: one zone per job
+# kinds after which every rank dies within the collective timeout, so that every agent restarts the workers
+# with the same restart count and the resumed attempt can reach the fault again (a stopped or slow rank
+# stays alive, agent-level failures are not restarted, a teardown failure finds the others past training)
+WAVE6_RESTART_KINDS = ("exception_step", "nan_loss", "host_oom", "disk_full_ckpt", "ckpt_permission",
+                       "dataloader_worker_crash", "fail_after_ckpt", "rank_sigkill")
+# kinds with a second wave-6 case (-14, in the other new style): the first 7 in the hash order of the name
+WAVE6_SECOND = 7
+# torchrun --monitor-interval of a restarted case: longer than the collective timeout, so that an agent sees
+# its own workers failed before it sees the restarted node waiting at the rendezvous
+WAVE6_MONITOR_S = 12.0
+
+
+def _node6(w: random.Random) -> list[str]:
+    scheme = w.choice(WAVE6_NODE_SCHEMES)
+    first = w.randrange(1, 90)
+    if scheme.startswith("ip-"):
+        return [scheme.format(w.randrange(1, 250), first + 10 * i) for i in range(NNODES)]
+    return [scheme.format(first + i) for i in range(NNODES)]
+
+
+def _wave6(p: RunPlan, nodes_given: bool) -> None:
+    """Settings of a wave-6 case, every one from its own hash of the name (salt ``l4-realrun-w6``)."""
+    w = random.Random(f"l4-realrun-w6:{p.name}")
+    p.wave = 6
+    if not nodes_given:
+        p.nodes = _node6(w)
+    if p.style in WAVE6_ZONED:
+        tz = w.choice(WAVE6_CLOCKS)[0]
+        p.clocks = [(tz, "naive") for _ in p.nodes]
+    else:
+        p.clocks = [w.choice(WAVE6_CLOCKS + (("UTC", "none"),)) for _ in p.nodes]
+    p.steps = w.choice(WAVE6_STEPS)
+    p.save_every = w.choice(WAVE6_SAVE_EVERY)
+    p.prefix = w.choice(["default", "rank"])
+    shape = w.random()
+    if p.kind in WAVE6_RESTART_KINDS and shape < 0.8:
+        p.restarts = 1
+        p.monitor_interval = WAVE6_MONITOR_S
+        p.layout = w.choice(["console", "logdir"])
+        if p.layout == "console":  # global ranks may move between attempts: the console keeps local ones
+            p.prefix = "default"
+    elif w.random() < 0.4:
+        p.layout, p.prefix = "slurm", "rank"  # the prefixer reads torchrun's [rankN]: (global rank)
+    else:
+        p.layout = w.choice(["console", "logdir"])
+
+
+def wave6_second(kind: str) -> bool:
+    """Whether ``kind`` has a second wave-6 case (-14)."""
+    order = sorted(kinds()["kinds"], key=lambda k: _hash(f"l4-realrun-w6-second:{k}"))
+    return kind in order[:WAVE6_SECOND]
+
+
+def _step6(p: RunPlan, rng: random.Random, when: str) -> int:
+    """The fault step of a wave-6 case: a save kind's fault at the final save on about half; a restarted
+    case's mid-step fault after the first save (so the resumed attempt reaches it again), in the first step
+    after a save on about half (the resumed attempt's first step)."""
+    w = random.Random(f"l4-realrun-w6-step:{p.name}")
+    saves = [s for s in range(p.save_every, p.steps, p.save_every)]
+    if when == "save" and w.random() < 0.5:
+        return p.steps  # the save at the end of training
+    if when == "save" and p.restarts and len(saves) > 1:
+        return w.choice(saves[1:])  # a checkpoint to resume from before it
+    if when == "mid" and p.restarts:
+        if w.random() < 0.5:
+            return w.choice(saves) + 1
+        return w.choice([s for s in range(p.save_every + 2, p.steps - 1) if s % p.save_every
+                         and (s - 1) % p.save_every])
+    return _step(rng, when, p.steps, p.save_every)
+
+
 def split_of(name: str) -> str:
     """The half of a wave-2 case, fixed before the engine sees it: ``dev`` when the first byte of the
     sha256 of its name is even."""
@@ -207,7 +293,9 @@ def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str
         clocks[rng.randrange(len(clocks))] = CLOCKS[0]
     p = RunPlan(name=name, style=style, kind=kind, seed=seed, nodes=nodes, clocks=clocks,
                 layout=rng.choice(["console", "logdir"]))
-    if seed >= 11 and kind is not None:
+    if seed >= 13 and kind is not None:
+        _wave6(p, nodes_given)
+    elif seed >= 11 and kind is not None:
         _wave5(p, nodes_given)
     elif seed >= 7 and kind is not None:  # development runs of the new styles: their own hash salt
         _wave3(p, nodes_given, salt="l4-realrun-w4", wave=4)
@@ -216,6 +304,8 @@ def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str
     elif seed >= 3 and kind is not None:
         _wave2(p)
     if kind is None:
+        if style in WAVE6_ZONED:  # a history run logs the way its style's cases do
+            p.clocks = [(tz, "naive") for tz, _ in p.clocks]
         return p
     spec = kind_spec(kind)
     if style not in spec["styles"]:
@@ -225,7 +315,7 @@ def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str
                                                                           rng.randrange(len(nodes)))
     p.scope = {"one": "local", "node": "local", "rank0": "rank0", "all": "all"}[spec["ranks"]]
     p.fault_locals = [rng.randrange(NPROC)] if spec["ranks"] == "one" else list(range(NPROC))
-    p.step = _step(rng, spec["step"], p.steps, p.save_every)
+    p.step = _step6(p, rng, spec["step"]) if p.wave == 6 else _step(rng, spec["step"], p.steps, p.save_every)
     return p
 
 
@@ -236,7 +326,7 @@ def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] |
     a side the kind's hash picks, so that both new styles get about half); cases 7 and on are development
     runs of those styles with settings from another hash (wave 4, up to -10); cases 11 and 12 run the styles
     of WAVE5_STYLES (wave 5: -11 for every kind, -12 in the other new style for the kinds `wave5_second`
-    picks)."""
+    picks); cases 13 and 14 those of WAVE6_STYLES alike (wave 6, `wave6_second`)."""
     all_kinds = kinds()["kinds"]
     chosen = kinds_wanted or list(all_kinds)
     for k in chosen:
@@ -248,15 +338,19 @@ def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] |
     plans = []
     for kind in chosen:
         allowed = [s for s in all_kinds[kind]["styles"] if s in styles]
-        old = [s for s in allowed if s not in WAVE3_STYLES + WAVE5_STYLES]
+        old = [s for s in allowed if s not in WAVE3_STYLES + WAVE5_STYLES + WAVE6_STYLES]
         new = [s for s in allowed if s in WAVE3_STYLES]
         new5 = [s for s in allowed if s in WAVE5_STYLES]
+        new6 = [s for s in allowed if s in WAVE6_STYLES]
         for n in range(per_kind):
-            if n < 4 and not old or 4 <= n < 10 and not new or n >= 10 and not new5:
+            if n < 4 and not old or 4 <= n < 10 and not new or 10 <= n < 12 and not new5 \
+                    or n >= 12 and not new6:
                 continue
-            if n >= 12 or n == 11 and not wave5_second(kind):
+            if n >= 14 or n == 11 and not wave5_second(kind) or n == 13 and not wave6_second(kind):
                 continue
-            if n >= 10:
+            if n >= 12:
+                style = new6[(n - 12 + _hash(f"w6:{kind}")) % len(new6)]
+            elif n >= 10:
                 style = new5[(n - 10 + _hash(f"w5:{kind}")) % len(new5)]
             else:
                 style = old[n % len(old)] if n < 4 else new[(n - 4 + _hash(kind)) % len(new)]

@@ -1,14 +1,16 @@
 """The committed real-run corpus (tests/fixtures/realrun, made by `l4 bench realrun generate`) is well
 formed: root lines verbatim in the rank files, a split, a known kind, history to compare with."""
 
+import gzip
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
 from bot.cli import main
 from engine.bench.evaluate import case_dirs, evaluate
 from engine.bench.realrun.check import check_case, check_corpus, read_lines
-from engine.bench.realrun.plan import STYLES, WAVE3_STYLES, WAVE5_STYLES, kinds, split_of
+from engine.bench.realrun.plan import STYLES, WAVE3_STYLES, WAVE5_STYLES, WAVE6_STYLES, kinds, split_of
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "realrun"
 STAGES = {"init", "data_loading", "model_loading", "training", "checkpointing", "teardown"}
@@ -51,16 +53,46 @@ def test_the_corpus_covers_kinds_stages_styles_splits_and_clocks():
     assert {t["split"] for t in wave5} == {"dev", "test"}
     restarted = [t for t in wave5 if t.get("restarts")]
     assert len(restarted) >= len(wave5) // 4
-    assert all(t.get("restarts", 0) == 0 for t in truths if t.get("wave") != 5)
+    assert all(t.get("restarts", 0) == 0 for t in truths if t.get("wave") not in (5, 6))
     for t in restarted:  # torchrun's restart lines and a second attempt are in the logs
         lines = read_lines(CORPUS / t["case_id"] / "failed")
         assert any("will restart worker group" in ln for ln in lines), t["case_id"]
+    _wave6(truths)
     assert Counter(t["split"] for t in truths).keys() == {"dev", "test"}
     assert all(t["world_size"] >= 8 and len(t["nodes"]) >= 4 for t in truths)
     zones = {(n["tz"], n["timestamps"]) for t in truths for n in t["nodes"].values()}
     assert ("Asia/Shanghai", "iso_offset") in zones and any(fmt == "naive" for _, fmt in zones)
     for t in truths:  # the root of a failure is never also labelled a consequence
         assert not set(t["root_lines"]) & set(t["cascade_lines"])
+
+
+def _wave6(truths: list[dict]) -> None:
+    """The held-out wave 6: every kind in its two styles only, srun -l consoles, restarts that recur."""
+    wave6 = [t for t in truths if t.get("wave") == 6]
+    assert {t["kind"] for t in wave6} == set(kinds()["kinds"])
+    assert {t["style"] for t in wave6} == set(WAVE6_STYLES)
+    assert not {t["style"] for t in truths if t.get("wave", 1) < 6} & set(WAVE6_STYLES)
+    assert all(t["split"] == split_of(t["case_id"]) for t in wave6)
+    assert {t["split"] for t in wave6} == {"dev", "test"}
+    slurm = [t for t in wave6 if t["layout"] == "slurm"]
+    assert len(slurm) >= len(wave6) // 4 and all(t["layout"] != "slurm" for t in truths if t.get("wave") != 6)
+    for t in slurm:  # one srun -l console per node; its root lines carry a task label
+        files = sorted((CORPUS / t["case_id"] / "failed").rglob("*.gz"))  # (a node that never came: none)
+        assert all(f.name.startswith("slurm-") for f in files), t["case_id"]
+        assert len({f.parent for f in files}) == len(files) >= len(t["nodes"]) - 1, t["case_id"]
+    restarted = [t for t in wave6 if t.get("restarts")]
+    assert len(restarted) >= len(wave6) // 4
+    for t in restarted:  # the second attempt reaches the fault again: a root line after the restart
+        pats = [re.compile(p) for p in kinds()["kinds"][t["kind"]]["root_patterns"]]
+        later = []
+        for f in (CORPUS / t["case_id"] / "failed").rglob("*.gz"):
+            lines = gzip.decompress(f.read_bytes()).decode("utf-8", "replace").split("\n")
+            if "/attempt_" in f.as_posix():
+                later += lines if "/attempt_1/" in f.as_posix() else []
+            else:
+                at = [i for i, ln in enumerate(lines) if "will restart worker group" in ln]
+                later += lines[at[0]:] if at else []
+        assert any(p.search(ln) for p in pats for ln in later), t["case_id"]
 
 
 def test_a_tampered_case_is_reported(tmp_path):

@@ -22,6 +22,8 @@ from engine.bench.realrun.plan import (
     WAVE3_STYLES,
     WAVE5_STEPS,
     WAVE5_STYLES,
+    WAVE6_STEPS,
+    WAVE6_STYLES,
     assign_splits,
     case_plans,
     kinds,
@@ -128,6 +130,64 @@ def test_held_out_wave_5_runs_every_kind_in_its_own_styles_some_with_elastic_res
     assert not {p.style for p in plans if p.wave < 5} & set(WAVE5_STYLES)
     assert [p.name for p in case_plans(per_kind=10)] == [p.name for p in plans if p.wave < 5]
     assert all(p.restarts == 0 for p in plans if p.wave < 5)
+
+
+def test_held_out_wave_6_runs_every_kind_in_its_own_styles_with_srun_consoles_and_recurring_restarts():
+    from engine.bench.realrun.plan import WAVE6_MONITOR_S, WAVE6_RESTART_KINDS
+
+    plans = case_plans(per_kind=14)
+    w6 = [p for p in plans if p.wave == 6]
+    assert {p.name.rsplit("-", 1)[1] for p in w6} == {"13", "14"} and 24 <= len(w6) <= 28
+    assert {p.kind for p in w6} == set(kinds()["kinds"])
+    styles = Counter(p.style for p in w6)
+    assert styles.keys() == set(WAVE6_STYLES) and min(styles.values()) >= len(w6) // 3
+    assert {p.steps for p in w6} <= set(WAVE6_STEPS)
+    # DeepSpeed's logger writes naive local time: one zone per job
+    assert all(len(set(p.clocks)) == 1 and p.clocks[0][1] == "naive" for p in w6 if p.style == "deepspeed")
+    # the two collection shapes no wave had, each on about a third
+    slurm = [p for p in w6 if p.layout == "slurm"]
+    restarted = [p for p in w6 if p.restarts]
+    assert len(w6) // 4 <= len(slurm) <= len(w6) // 2 and len(w6) // 4 <= len(restarted) <= len(w6) // 2
+    assert not {p.name for p in slurm} & {p.name for p in restarted}
+    assert all(p.prefix == "rank" for p in slurm)
+    assert {p.kind for p in restarted} <= set(WAVE6_RESTART_KINDS)
+    assert all(p.monitor_interval == WAVE6_MONITOR_S for p in restarted)
+    assert all(p.monitor_interval == 0.5 for p in plans if not p.restarts or p.wave < 6)
+    # a restarted case's fault lies after its first save: the resumed attempt reaches it again
+    assert all(p.step > p.save_every for p in restarted)
+    # faults at the final save and in the first step after a save (a resumed attempt's first step)
+    saves = [p for p in w6 if kinds()["kinds"][p.kind]["step"] == "save"]
+    assert any(p.step == p.steps for p in saves)
+    assert any(p.step % p.save_every == 1 for p in restarted if kinds()["kinds"][p.kind]["step"] == "mid")
+    assert {split_of(p.name) for p in w6} == {"dev", "test"}
+    # no earlier wave runs the new styles, and their plans are what they were
+    assert not {p.style for p in plans if p.wave < 6} & set(WAVE6_STYLES)
+    assert [p.name for p in case_plans(per_kind=12)] == [p.name for p in plans if p.wave < 6]
+    assert all(p.layout != "slurm" for p in plans if p.wave < 6)
+
+
+def test_a_slurm_console_labels_every_rank_line_with_its_global_rank(tmp_path):
+    from engine.bench.realrun.layout import is_slurm
+
+    plan = plan_run("exception_step-ddp-1", "ddp", "exception_step", seed=1)
+    plan.fault_locals = [1]
+    res = _result(tmp_path, plan, "slurm")
+    node = plan.nodes[plan.fault_node]
+    res.agent_out[node] = AGENT.replace("[default0]:", "[rank2]:").replace("[default1]:", "[rank3]:")
+    files = log_files(res)
+    assert len(files) == 1 and is_slurm(files[0].rel) and files[0].rel.startswith(f"{node}/slurm-")
+    lines = files[0].lines
+    assert lines[0].startswith("W1201 ")  # the agent's own lines carry no task label
+    assert "3: [rank3]: IndexError: index out of range in self" in lines
+    assert not any(ln.startswith("[rank") for ln in lines)
+    assert files[0].locals.count(1) == AGENT.count("[default1]:")
+    truth = label(plan, files, res.ranks)
+    assert truth["root_lines"][-1] == "3: [rank3]: IndexError: index out of range in self"
+    assert truth["root_lines"][0] == "3: [rank3]: Traceback (most recent call last):"
+    write_job(tmp_path / "job", files, {"job_id": "x"})
+    again = read_job(tmp_path / "job", {k: v["rank"] for k, v in res.ranks.items()})
+    assert [f.locals for f in again] == [f.locals for f in files]
+    assert label(plan, again, res.ranks) == truth
 
 
 def test_the_committed_cases_are_still_what_their_plans_say():
@@ -382,14 +442,15 @@ def test_wave_views_list_each_waves_cases_beside_the_corpus(tmp_path):
 
     rows = []
     for name in ("nan_loss-ddp-1", "nan_loss-hf-2", "nan_loss-ddp-3", "nan_loss-lightning-4",
-                 "nan_loss-nanogpt-6", "nan_loss-accelerate-7", "nan_loss-fabric-11"):
+                 "nan_loss-nanogpt-6", "nan_loss-accelerate-7", "nan_loss-fabric-11", "nan_loss-fsdp2-13"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "truth.json").write_text(json.dumps({"case_id": name, "split": "dev"}))
         rows.append({"case_id": name, "path": name})
     (tmp_path / "cases.json").write_text(json.dumps(rows))
-    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1}
+    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1, 6: 1}
     assert [d.name for d in case_dirs(tmp_path / "_wave2")] == ["nan_loss-ddp-3", "nan_loss-lightning-4"]
     assert [d.name for d in case_dirs(tmp_path / "_wave3")] == ["nan_loss-nanogpt-6"]
     assert [d.name for d in case_dirs(tmp_path / "_wave4")] == ["nan_loss-accelerate-7"]
     assert [d.name for d in case_dirs(tmp_path / "_wave5")] == ["nan_loss-fabric-11"]
-    assert len(case_dirs(tmp_path)) == 7  # the views are not cases of the corpus
+    assert [d.name for d in case_dirs(tmp_path / "_wave6")] == ["nan_loss-fsdp2-13"]
+    assert len(case_dirs(tmp_path)) == 8  # the views are not cases of the corpus

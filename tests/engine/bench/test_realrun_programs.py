@@ -1,5 +1,5 @@
-"""Smoke runs of the wave-5 program styles: one node of two ranks under a real torchrun, a few steps, a
-checkpoint, no fault; the lines each style's labels and kinds rely on are there. They need torch (and
+"""Smoke runs of the wave-5 and wave-6 program styles: one node of two ranks under a real torchrun, a few
+steps, a checkpoint, no fault; the lines each style's labels and kinds rely on are there. They need torch (and
 lightning for fabric) and take 30 to 50 s each on a loaded machine, so they run only when asked:
 ``L4_REALRUN_SMOKE=1 pytest tests/engine/bench/test_realrun_programs.py``."""
 
@@ -15,9 +15,9 @@ from engine.bench.realrun.plan import plan_run
 torch_missing = importlib.util.find_spec("torch") is None or not os.environ.get("L4_REALRUN_SMOKE")
 
 
-def _run(tmp_path: Path, style: str, layout: str) -> str:
+def _run(tmp_path: Path, style: str, layout: str, steps: int = 3) -> str:
     plan = plan_run(f"{style}-smoke-1", style, None, seed=101, nodes=["smoke-01"])
-    plan.steps, plan.save_every, plan.layout = 3, 2, layout
+    plan.steps, plan.save_every, plan.layout = steps, 2, layout
     res = run_job(plan, tmp_path / style)
     assert res.returncodes == {"smoke-01": 0}, res.agent_out
     out = res.agent_out["smoke-01"]
@@ -49,3 +49,36 @@ def test_the_fabric_program_runs_under_torchrun(tmp_path):
                  "Iteration 3/3 | train loss ", "saving checkpoint ", "training finished: 3 iterations"):
         assert line in out, line
     assert [p.name for p in (tmp_path / "fabric" / "ckpt").iterdir()] == ["step-00002.pt"]
+
+
+@pytest.mark.skipif(torch_missing, reason="real torch runs: set L4_REALRUN_SMOKE=1")
+def test_the_deepspeed_program_logs_as_deepspeeds_engine(tmp_path):
+    out = _run(tmp_path, "deepspeed", "console", steps=4)  # seed 101: steps_per_print 4
+    for line in ("[comm.py:856:init_distributed] Initializing TorchBackend in DeepSpeed with backend",
+                 "[__init__.py:158:initialize] [Rank 0] DeepSpeed info: version=0.19.6, git-hash=unknown",
+                 "[Rank 0] Creating torch.float32 ZeRO stage 1 optimizer",
+                 "[WARNING] [engine.py:4313:load_checkpoint] Unable to find latest file at ",
+                 "[engine.py:3656:_report_progress] [Rank 0] step=4, skipped=0, lr=[",
+                 "epoch=0/micro_step=4/global_step=4, RunningAvgSamplesPerSec=",
+                 "[Rank 0] [Torch] Checkpoint global_step2 is about to be saved!",
+                 "[Rank 0] Saving model checkpoint: ", "global_step4/mp_rank_00_model_states.pt",
+                 "global_step 4 | loss "):
+        assert line in out, line
+    ckpt = tmp_path / "deepspeed" / "ckpt"
+    assert (ckpt / "latest").read_text() == "global_step4"
+    assert sorted(p.name for p in (ckpt / "global_step2").iterdir()) == [
+        "mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        "zero_pp_rank_1_mp_rank_00_optim_states.pt", "zero_to_fp32.py"]
+
+
+@pytest.mark.skipif(torch_missing, reason="real torch runs: set L4_REALRUN_SMOKE=1")
+def test_the_fsdp2_program_shards_and_saves_dcp_checkpoints(tmp_path):
+    out = _run(tmp_path, "fsdp2", "logdir")
+    for line in ("[rank 1] ", "device mesh: DeviceMesh((dp_shard=2, tp=1)", "fully_shard over dp_shard=2",
+                 "step 3/3 | loss ", "saving checkpoint step 2 to ", "training complete: 3 steps",
+                 "destroyed process group"):
+        assert line in out, line
+    ckpt = tmp_path / "fsdp2" / "ckpt"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step_000002", "step_000003"]
+    assert sorted(p.name for p in (ckpt / "step_000003").iterdir()) == [".metadata", "__0_0.distcp",
+                                                                        "__1_0.distcp"]

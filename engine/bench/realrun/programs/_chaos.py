@@ -109,7 +109,7 @@ def point(where: str, step: int | None = None) -> None:
     elif where == "save" and _selected() and step == STEP:
         if FAULT == "disk_full_ckpt":
             # Python ignores SIGXFSZ, so the write that crosses the limit fails with EFBIG
-            resource.setrlimit(resource.RLIMIT_FSIZE, (96 << 10, resource.RLIM_INFINITY))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (int(os.environ.get("L4RR_FSIZE", 96 << 10)), -1))
         elif FAULT == "ckpt_permission":
             ckpt = os.path.join(WORK, "ckpt")
             os.makedirs(ckpt, exist_ok=True)
