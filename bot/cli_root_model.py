@@ -1,0 +1,94 @@
+"""`l4 bench root-model ...`: learn the root-cause order from labelled cases (engine/bench/root_learn.py)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.ingest import JobError
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "engine" / "data" / "root_model.json"
+
+
+def _records(args: argparse.Namespace) -> list:
+    from engine.bench.root_learn import extract, load_records
+
+    sources = [Path(s) for s in args.cases]
+    missing = [s for s in sources if not s.exists()]
+    if missing:
+        raise JobError(f"no such file or folder: {missing[0]}")
+    if len(sources) == 1 and sources[0].is_file():
+        try:
+            return load_records(sources[0])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise JobError(f"{sources[0]} is not a records file of `l4 bench root-model extract`: "
+                           f"{exc}") from None
+
+    def show(name: str) -> None:
+        if args.verbose:
+            print(f"extracted {name}", file=sys.stderr)
+
+    records = extract(sources, on_case=show)
+    if not records:
+        raise JobError("no usable labelled cases (truth.json with root_lines or indicating lines) under "
+                       + ", ".join(map(str, sources)))
+    return records
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    from engine.bench.root_learn import save_records
+
+    records = _records(args)
+    save_records(records, Path(args.out))
+    print(f"{len(records)} cases written to {args.out}")
+    return 0
+
+
+def cmd_cv(args: argparse.Namespace) -> int:
+    from engine.bench.root_learn import cross_validate, format_cv
+
+    records = _records(args)
+    try:
+        res = cross_validate(records, group=args.group)
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
+    print(format_cv(res))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from engine.bench.root_learn import format_cv, train
+
+    records = _records(args)
+    try:
+        model, res, why = train(records, Path(args.out))
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
+    print(format_cv(res))
+    print(f"\nwrote {args.out}: {len(model.weights)} weights, top_k {model.top_k}, "
+          f"applied: {'yes' if model.apply else 'no'} ({why})")
+    return 0
+
+
+def register(bsub: argparse._SubParsersAction) -> None:
+    rm = bsub.add_parser("root-model", help="learn the order of the root cause from labelled cases")
+    rsub = rm.add_subparsers(dest="root_model_command", required=True)
+    helps = {
+        "extract": ("run the engine on the cases, write their candidates' features (minutes)", cmd_extract),
+        "cv": ("leave-one-group-out cross-validation: the hand order, the learned order, a blend", cmd_cv),
+        "train": ("choose the settings by cross-validation, fit on every case, write the model", cmd_train),
+    }
+    for name, (text, func) in helps.items():
+        p = rsub.add_parser(name, help=text)
+        p.add_argument("cases", nargs="+",
+                       help="case folders (public, real-run, othergen seed 1, `l4 bench generate` cases; "
+                            "held-out halves are skipped) or one records file of `extract`")
+        p.add_argument("-v", "--verbose", action="store_true", help="one line per extracted case on stderr")
+        if name == "extract":
+            p.add_argument("out", help="records file to write (JSON)")
+        if name == "cv":
+            p.add_argument("--group", choices=("wave", "source"), default="wave",
+                           help="hold out one wave (public, real-run; othergen; synthetic) or one source")
+        if name == "train":
+            p.add_argument("-o", "--out", default=str(DEFAULT_OUT), help="model file to write")
+        p.set_defaults(func=func)
