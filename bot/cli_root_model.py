@@ -7,8 +7,6 @@ from pathlib import Path
 
 from engine.ingest import JobError
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "engine" / "data" / "root_model.json"
-
 
 def _records(args: argparse.Namespace) -> list:
     from engine.bench.root_learn import extract, load_records
@@ -56,27 +54,12 @@ def cmd_cv(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from engine.bench.root_learn import format_cv, train
-
-    records = _records(args)
-    try:
-        model, res, why = train(records, Path(args.out))
-    except ValueError as exc:
-        raise JobError(str(exc)) from None
-    print(format_cv(res))
-    print(f"\nwrote {args.out}: {len(model.weights)} weights, top_k {model.top_k}, "
-          f"applied: {'yes' if model.apply else 'no'} ({why})")
-    return 0
-
-
 def register(bsub: argparse._SubParsersAction) -> None:
     rm = bsub.add_parser("root-model", help="learn the order of the root cause from labelled cases")
     rsub = rm.add_subparsers(dest="root_model_command", required=True)
     helps = {
         "extract": ("run the engine on the cases, write their candidates' features (minutes)", cmd_extract),
         "cv": ("leave-one-group-out cross-validation: the hand order, the learned order, a blend", cmd_cv),
-        "train": ("choose the settings by cross-validation, fit on every case, write the model", cmd_train),
     }
     for name, (text, func) in helps.items():
         p = rsub.add_parser(name, help=text)
@@ -89,6 +72,4 @@ def register(bsub: argparse._SubParsersAction) -> None:
         if name == "cv":
             p.add_argument("--group", choices=("wave", "source"), default="wave",
                            help="hold out one wave (public, real-run; othergen; synthetic) or one source")
-        if name == "train":
-            p.add_argument("-o", "--out", default=str(DEFAULT_OUT), help="model file to write")
         p.set_defaults(func=func)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from engine.masking import MASK
 from engine.model import ParsedJob
 from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, event_roles
-from engine.root_model import reorder
 from engine.severity import severity
 
 MAX_EVENTS = 10
@@ -137,7 +136,7 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
                                tuple(roles.evidence.get(i, ())),
                                tuple(sorted(roles.evidence_nodes.get(i, ())))))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
-    return reorder(parsed, out)  # the learned order of the first few, when the shipped model applies
+    return out
 
 
 def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:

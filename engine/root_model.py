@@ -1,37 +1,28 @@
-"""The features of a candidate root cause, and the learned re-ordering of the scored events.
+"""The features of a candidate root cause, what a learned order of the scored events reads.
 
 `engine.events.score_events` orders the candidate events by a hand-set formula (severity ×
-specificity × rarity × role damping). This module describes each of the first `HEAD` of that
-order by what the engine already knows of it (`features`: its severity, specificity, rarity and
-role, whether a root cause is in sight, the launcher's killed-first block, where its first line sits
-among the candidates and in its file, whether it is the first severe line of a file, follows a
-traceback's head, is the exception a wrapper carries, its level, count, nodes share, how close to
-its file's last line it is, its lexicon family). A linear model over these features, trained by
-`l4 bench root-model train` (engine/bench/root_learn.py) on the labelled cases and shipped as
-readable weights in data/root_model.json, may re-order those first `top_k` events (`reorder`).
-
-The re-ordered events carry the hand scores' values by rank (the best gets the highest hand score),
-so that `select_events`, which reads scores, keeps as many events as before. The shipped file says
-whether it applies (`apply`: only when cross-validation on left-out waves showed it beats the hand
-order); without the file, or with `apply` false, the hand order stands.
+specificity × rarity × role damping). `features` describes each of the first `HEAD` events of that
+order by what the engine already knows of it: its severity, specificity, rarity and role, whether a
+root cause is in sight, the launcher's killed-first block, where its first line sits among the
+candidates and in its file, whether it is the first severe line of a file, follows a traceback's
+head, is the exception a wrapper carries, its level, count, nodes share, how close to its file's
+last line it is, its lexicon family. `l4 bench root-model extract|cv` (engine/bench/root_learn.py)
+fits linear orders (`RootModel`) over these features on labelled cases and compares them with the
+hand order by leave-one-wave-out cross-validation. None beat it (README, "a learned order of the
+root cause"), so the engine does not re-order: nothing here is called by `diagnose`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 from engine.model import ParsedJob
 from engine.rules import load
 
-MODEL_FILE = "root_model.json"
 HEAD = 20  # the first events of the hand order that are described (a model re-orders at most these)
 ROLES = ("none", "cascade", "consequence", "report", "wrapper", "context")
 SEVERE = 0.6  # a line at least this severe is a "severe line" (engine.events.ROOT_SEVERITY)
@@ -158,66 +149,10 @@ HAND_FEATURES = ("hand", "hand_ratio", "hand_first", "hand_rank")
 
 @dataclass(frozen=True)
 class RootModel:
+    """A linear order: the first `top_k` events by the sum of their features times `weights`."""
     version: int
     top_k: int
     weights: dict[str, float]
-    apply: bool = False  # whether the engine re-orders by it (cross-validation said it wins)
 
     def score(self, f: dict[str, float]) -> float:
         return sum(self.weights.get(k, 0.0) * v for k, v in f.items())
-
-
-def model_from_dict(d: dict) -> RootModel:
-    if not isinstance(d, dict) or "weights" not in d or "top_k" not in d:
-        raise ValueError("root model: needs `top_k` and `weights`")
-    return RootModel(version=int(d.get("version", 1)), top_k=int(d["top_k"]),
-                     weights={str(k): float(v) for k, v in d["weights"].items()},
-                     apply=bool(d.get("apply", False)))
-
-
-@lru_cache(maxsize=1)
-def load_model() -> RootModel | None:
-    """The shipped model (data/root_model.json); None when the package has none."""
-    ref = resources.files("engine").joinpath("data").joinpath(MODEL_FILE)
-    if not ref.is_file():
-        return None
-    return model_from_dict(json.loads(ref.read_text(encoding="utf-8")))
-
-
-def order(parsed: ParsedJob, scored: list, model: RootModel) -> list:
-    """`scored` (the hand order) with its first `model.top_k` events re-ordered by the model, the
-    hand scores' values kept by rank (ties to the hand order)."""
-    k = min(model.top_k, HEAD, len(scored))
-    if k < 2:
-        return scored
-    feats = features(parsed, scored)
-    ranked = sorted(range(k), key=lambda r: (-model.score(feats[r]), r))
-    values = [scored[r].score for r in range(k)]
-    return [replace(scored[r], score=values[n]) for n, r in enumerate(ranked)] + scored[k:]
-
-
-_CAPTURE: ContextVar[list | None] = ContextVar("root_capture", default=None)
-
-
-@contextmanager
-def capture() -> Iterator[list]:
-    """Within it, `reorder` leaves the hand order and records (parsed, scored) of every call (the
-    training records of `l4 bench root-model extract`)."""
-    got: list = []
-    token = _CAPTURE.set(got)
-    try:
-        yield got
-    finally:
-        _CAPTURE.reset(token)
-
-
-def reorder(parsed: ParsedJob, scored: list) -> list:
-    """The hook after `score_events`: the shipped model's order when it applies, else `scored`."""
-    got = _CAPTURE.get()
-    if got is not None:
-        got.append((parsed, scored))
-        return scored
-    model = load_model()
-    if model is None or not model.apply:
-        return scored
-    return order(parsed, scored, model)

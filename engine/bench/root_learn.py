@@ -1,4 +1,4 @@
-"""Learning the root-cause order from labelled cases (`l4 bench root-model extract|cv|train`).
+"""Learning the root-cause order from labelled cases (`l4 bench root-model extract|cv`).
 
 `extract` runs the engine on every usable case (truth.json with `root_lines`, or a generated case's
 `indicating` lines of its own fault kind; the held-out halves of data/root_learn.yaml skipped) and
@@ -9,9 +9,10 @@ learned order (a linear model over the features without the hand score) and a bl
 among the features) by leave-one-group-out cross-validation (`--group wave`: each public wave, each
 real-run wave, the outsider generator and the synthetic generator is a group; `--group source`: each
 source), the root cause first and among the first 3 events as `l4 bench eval` counts them (the
-events `select_events` keeps of the re-ordered list). `train` picks the settings by the grouping
-the settings' `select_by` names, decides whether the model applies (`ship_rule`), fits on every case
-and writes data/root_model.json.
+events `select_events` keeps of the re-ordered list, the hand scores' values kept by rank so that
+as many events are kept as before), and says whether the best learned or blend order would ship
+(`ship_rule`). None did on the development corpora (README), so the engine keeps the hand order:
+there is no model file and no hook in `engine.events`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from engine.bench.evaluate import ROOT_TOP, case_dirs, history_dirs, source_grou
 from engine.root_model import HAND_FEATURES, HEAD, RootModel
 
 RECORDS_VERSION = 1
-MODEL_VERSION = 1
+MODEL_VERSION = 1  # of `RootModel`s fitted here
 DATA = Path(__file__).parent / "data" / "root_learn.yaml"
 CORPORA = ("public", "realrun", "othergen", "synthetic")
 
@@ -125,14 +126,12 @@ def record_from_dict(d: dict) -> Record:
 def extract_case(case: Path, truth: dict) -> Record:
     """Run the engine on one case (hand order) and keep the first HEAD scored events."""
     from engine.bench.rootcause import shows_root
-    from engine.diagnose import analyze
     from engine.parse import parse_jobs
-    from engine.root_model import capture, features
+    from engine.root_model import features
 
     parsed = parse_jobs([case / "failed", *history_dirs(case)])
-    with capture() as got:
-        analyze(parsed[0], parsed[1:])
-    job, scored = got[0]
+    job = parsed[0]
+    scored = hand_order(job, parsed[1:])
     roots = root_lines(truth)
     cands = []
     for e, f in zip(scored[:HEAD], features(job, scored), strict=True):
@@ -144,6 +143,18 @@ def extract_case(case: Path, truth: dict) -> Record:
     return Record(case=case.name, corpus=corpus,
                   source=source_group(truth) if corpus != "synthetic" else "synthetic",
                   wave=int(truth.get("wave") or 1), split=str(truth.get("split") or ""), candidates=cands)
+
+
+def hand_order(job, history: Sequence) -> list:
+    """The scored events of `job` (parsed with its `history`), hand order, as `engine.diagnose.analyze`
+    scores them: years and zones settled, candidates those no history job shows."""
+    from engine.clock import settle_years, settle_zones
+    from engine.events import score_events
+    from engine.filter import candidate_events, normal_pool
+
+    settle_years(job)
+    settle_zones(job)
+    return score_events(job, candidate_events(job, normal_pool(history, ())))
 
 
 def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None) -> list[Record]:
@@ -376,43 +387,11 @@ def format_cv(res: CvResult) -> str:
     for name in ("learned", "blend"):
         ok, why = ship_rule(res, name)
         out.append(f"- {name}: {res.best[name].name}; ships: {'yes' if ok else 'no'} ({why})")
+    corpora = [c for c in CORPORA if c in {r.corpus for r in res.records}]
+    out += ["", "Every setting tried, root first (cases) pooled per corpus, left out:", "",
+            "| order | " + " | ".join(corpora) + " | all top-3 |", "|" + "---|" * (len(corpora) + 2)]
+    every = range(len(res.records))
+    for ranks in [res.hand, *res.tried.values()]:
+        cells = [str(firsts(ranks, pooled[f"*{c}, pooled*"])[0]) for c in corpora]
+        out.append(f"| {ranks.name} | " + " | ".join(cells) + f" | {firsts(ranks, every)[1]} |")
     return "\n".join(out)
-
-
-def chosen(res: CvResult) -> tuple[str | None, Config]:
-    """The order to ship (learned or blend, the one of more public roots first) if one passes
-    `ship_rule`, else (None, the best blend's settings: the file is written, not applied)."""
-    passing = [n for n in ("learned", "blend") if ship_rule(res, n)[0]]
-    if not passing:
-        return None, res.best["blend"]
-    name = max(passing, key=lambda n: utility(res.records, res.tried[res.best[n]]))
-    return name, res.best[name]
-
-
-def model_json(doc: dict) -> str:
-    weights = doc["weights"]
-    head = json.dumps({k: v for k, v in doc.items() if k != "weights"}, indent=1)
-    rows = ",\n".join(f"  {json.dumps(f)}: {json.dumps(w)}" for f, w in sorted(weights.items()))
-    return head[:-2] + ',\n "weights": {\n' + rows + "\n }\n}\n"
-
-
-def train(records: Sequence[Record], out: Path, conf: dict | None = None) -> tuple[RootModel, CvResult, str]:
-    """Cross-validate by the settings' `select_by`, fit the chosen order on every record and write it
-    (`apply` true only when it passed `ship_rule`)."""
-    conf = conf or settings()
-    res = cross_validate(records, conf, conf.get("select_by", "wave"))
-    name, cfg = chosen(res)
-    model = fit(records, cfg)
-    why = ship_rule(res, name or "blend")[1]
-    pub = public_idx(res.records)
-    doc = {"about": "engine/root_model.py: the first top_k events of the hand order re-ordered by the sum "
-                    "of the weights times the features; trained by `l4 bench root-model train` "
-                    "(engine/bench/root_learn.py)",
-           "version": MODEL_VERSION, "top_k": cfg.top_k, "apply": name is not None,
-           "trained_on": {"cases": len(records), "settings": cfg.name, "cv": f"leave-one-{res.group}-out",
-                          "decision": why,
-                          "public_root_first": {"hand": firsts(res.hand, pub)[0],
-                                                "model": firsts(res.tried[cfg], pub)[0], "of": len(pub)}},
-           "weights": model.weights}
-    out.write_text(model_json(doc))
-    return RootModel(MODEL_VERSION, cfg.top_k, model.weights, apply=name is not None), res, why

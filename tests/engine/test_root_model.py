@@ -1,14 +1,8 @@
-"""The learned re-ordering of the scored events: features of real parsed jobs, the order, the hook."""
-import json
-
-import pytest
-
-from engine import root_model
+"""The features a learned order of the root cause reads, on a real parsed job."""
+from engine.bench.root_learn import hand_order
 from engine.diagnose import diagnose
-from engine.events import score_events, select_events
-from engine.filter import candidate_events
 from engine.parse import parse_jobs
-from engine.root_model import HEAD, RootModel, capture, features, model_from_dict, order, reorder
+from engine.root_model import HEAD, RootModel, family, features
 from tests.helpers.jobs import make_job
 
 FAULT = ("Traceback (most recent call last):",
@@ -17,16 +11,10 @@ FAULT = ("Traceback (most recent call last):",
          "RuntimeError: CUDA error: uncorrectable ECC error encountered")
 
 
-def _scored(tmp_path):
+def test_features_describe_the_first_events_of_the_hand_order(tmp_path):
     job = make_job(tmp_path / "job", fault_lines=FAULT)
     parsed = parse_jobs([job])[0]
-    with capture():
-        scored = score_events(parsed, candidate_events(parsed, set()))
-    return parsed, scored
-
-
-def test_features_describe_the_first_events_of_the_hand_order(tmp_path):
-    parsed, scored = _scored(tmp_path)
+    scored = hand_order(parsed, [])
     feats = features(parsed, scored)
     assert len(feats) == min(HEAD, len(scored))
     first = feats[0]
@@ -37,38 +25,16 @@ def test_features_describe_the_first_events_of_the_hand_order(tmp_path):
     watchdog = next(f for e, f in zip(scored[:HEAD], feats, strict=True)
                     if "Watchdog" in parsed.templates[e.id].template)
     assert watchdog["role=cascade"] == 1.0 and watchdog["nodes_share"] == 0.75
+    # the hand order `extract` reads is the order `diagnose` reports
+    shown = [e.template for e in diagnose(job).events]
+    assert shown == [parsed.templates[e.id].template for e in scored[:len(shown)]]
 
 
-def test_order_puts_the_models_best_first_and_keeps_the_hand_scores_by_rank(tmp_path):
-    parsed, scored = _scored(tmp_path)
-    # a model that prefers cascades: the watchdog line comes first, with the best hand score
-    model = RootModel(1, top_k=5, weights={"role=cascade": 5.0}, apply=True)
-    out = order(parsed, scored, model)
-    assert "Watchdog" in parsed.templates[out[0].id].template
-    assert [e.score for e in out] == [e.score for e in scored]
-    assert sorted(e.id for e in out) == sorted(e.id for e in scored)
-    assert len(select_events(out)) == len(select_events(scored))  # the same number kept
+def test_a_family_is_the_lexicon_term_it_matches_most():
+    assert family("RuntimeError: CUDA error: an illegal memory access") == "CUDA_error"
+    assert family("all good") == "none"
 
 
-def test_the_hook_leaves_the_hand_order_unless_the_shipped_model_applies(tmp_path, monkeypatch):
-    parsed, scored = _scored(tmp_path)
-    monkeypatch.setattr(root_model, "load_model", lambda: RootModel(1, 5, {"role=cascade": 5.0}, apply=False))
-    assert reorder(parsed, scored) == scored
-    monkeypatch.setattr(root_model, "load_model", lambda: RootModel(1, 5, {"role=cascade": 5.0}, apply=True))
-    assert reorder(parsed, scored)[0].role == "cascade"
-    with capture() as got:
-        assert reorder(parsed, scored) == scored
-    assert got == [(parsed, scored)]
-
-
-def test_the_shipped_model_file_loads_and_diagnose_runs_with_it(tmp_path):
-    model = root_model.load_model()
-    if model is not None:
-        assert model.top_k >= 2 and model.weights
-    d = diagnose(make_job(tmp_path / "job", fault_lines=FAULT))
-    assert any("ECC" in e.template for e in d.events[:3])
-
-
-def test_a_malformed_model_file_is_a_clear_error():
-    with pytest.raises(ValueError, match="top_k"):
-        model_from_dict(json.loads('{"weights": {}}'))
+def test_a_linear_order_sums_the_weights_of_the_features_present():
+    model = RootModel(1, 3, {"a": 2.0, "b": -1.0})
+    assert model.score({"a": 1.0, "b": 1.0, "c": 5.0}) == 1.0

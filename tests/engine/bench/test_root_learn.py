@@ -20,9 +20,7 @@ from engine.bench.root_learn import (
     settings,
     ship_rule,
     shown_rank,
-    train,
 )
-from engine.root_model import model_from_dict
 from tests.helpers.jobs import write_failed_job
 
 REPO = Path(__file__).resolve().parents[3]
@@ -84,17 +82,14 @@ def test_a_learned_order_that_wins_on_left_out_waves_ships():
     assert "leave-one-wave-out" in text and "| public wave 2 | 4 |" in text and "*public, pooled*" in text
 
 
-def test_an_order_that_loses_does_not_ship(tmp_path):
+def test_an_order_that_loses_does_not_ship():
     records = [_record(f"p{i}", "public wave 1" if i % 2 else "public wave 2", root_at=0) for i in range(6)]
     for r in records[:3]:
         r.candidates[0].features["x"] = 0.0
         r.candidates[2].features["x"] = 1.0  # x points away from the root on half of the cases
-    conf = {"kinds": ["pointwise"], "C": [1.0], "top_k": [3], "select_by": "wave"}
-    out = tmp_path / "root_model.json"
-    model, res, why = train(records, out, conf)
-    assert not model.apply and "against the hand order" in why
-    doc = json.loads(out.read_text())
-    assert doc["apply"] is False and model_from_dict(doc).top_k == 3
+    res = cross_validate(records, {"kinds": ["pointwise"], "C": [1.0], "top_k": [3]}, "wave")
+    ok, why = ship_rule(res, "learned")
+    assert not ok and "against the hand order" in why
 
 
 def test_extract_and_cv_run_on_real_cases(tmp_path, capsys):
