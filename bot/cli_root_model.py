@@ -2,35 +2,17 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from engine.ingest import JobError
 
 
 def _records(args: argparse.Namespace) -> list:
+    from bot.cli_stage_model import records_of
     from engine.bench.root_learn import extract, load_records
 
-    sources = [Path(s) for s in args.cases]
-    missing = [s for s in sources if not s.exists()]
-    if missing:
-        raise JobError(f"no such file or folder: {missing[0]}")
-    if len(sources) == 1 and sources[0].is_file():
-        try:
-            return load_records(sources[0])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise JobError(f"{sources[0]} is not a records file of `l4 bench root-model extract`: "
-                           f"{exc}") from None
-
-    def show(name: str) -> None:
-        if args.verbose:
-            print(f"extracted {name}", file=sys.stderr)
-
-    records = extract(sources, on_case=show)
-    if not records:
-        raise JobError("no usable labelled cases (truth.json with root_lines or indicating lines) under "
-                       + ", ".join(map(str, sources)))
-    return records
+    return records_of(args, extract, load_records, "root-model",
+                      "no usable labelled cases (truth.json with root_lines or indicating lines)")
 
 
 def cmd_extract(args: argparse.Namespace) -> int:

@@ -158,12 +158,9 @@ def hand_order(job, history: Sequence) -> list:
 
 
 def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None) -> list[Record]:
-    out = []
-    for case, truth in usable_cases(roots, settings()["held_out"]):
-        out.append(extract_case(case, truth))
-        if on_case:
-            on_case(case.name)
-    return out
+    from engine.bench.stage_learn import extract_each
+
+    return extract_each(usable_cases(roots, settings()["held_out"]), extract_case, on_case)
 
 
 def save_records(records: Sequence[Record], path: Path) -> None:

@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from engine.bench.evaluate import case_dirs, history_dirs, source_group
 from engine.stage_model import (
@@ -32,6 +33,7 @@ from engine.stage_model import (
     timeline_stage,
 )
 
+R = TypeVar("R")
 MODEL_VERSION = 1
 STAGES = ("init", "data_loading", "model_loading", "training", "checkpointing", "teardown")
 DATA = Path(__file__).parent / "data" / "stage_learn.yaml"
@@ -134,9 +136,15 @@ def event_ids(parsed, templates: Sequence[str]) -> list[int]:
 
 
 def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None) -> list[Record]:
+    return extract_each(usable_cases(roots, settings()["held_out"]), extract_case, on_case)
+
+
+def extract_each(cases: Iterable[tuple[Path, dict]], extract_one: Callable[[Path, dict], R],
+                 on_case: Callable[[str], None] | None = None) -> list[R]:
+    """`extract_one` of every (case folder, truth), `on_case` told each case's name after it."""
     out = []
-    for case, truth in usable_cases(roots, settings()["held_out"]):
-        out.append(extract_case(case, truth))
+    for case, truth in cases:
+        out.append(extract_one(case, truth))
         if on_case:
             on_case(case.name)
     return out
