@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-from engine.ingest import JobError
 
 
 def _records(args: argparse.Namespace) -> list:
@@ -16,24 +13,17 @@ def _records(args: argparse.Namespace) -> list:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from engine.bench.root_learn import save_records
+    from bot.cli_stage_model import extract_command
+    from engine.bench import root_learn
 
-    records = _records(args)
-    save_records(records, Path(args.out))
-    print(f"{len(records)} cases written to {args.out}")
-    return 0
+    return extract_command(_records(args), root_learn.save_records, args.out)
 
 
 def cmd_cv(args: argparse.Namespace) -> int:
-    from engine.bench.root_learn import cross_validate, format_cv
+    from bot.cli_stage_model import cv_command
+    from engine.bench import root_learn
 
-    records = _records(args)
-    try:
-        res = cross_validate(records, group=args.group)
-    except ValueError as exc:
-        raise JobError(str(exc)) from None
-    print(format_cv(res))
-    return 0
+    return cv_command(_records(args), root_learn.cross_validate, root_learn.format_cv, args.group)
 
 
 def register(bsub: argparse._SubParsersAction) -> None:

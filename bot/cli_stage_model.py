@@ -44,20 +44,28 @@ def records_of(args: argparse.Namespace, extract: Callable, load_records: Callab
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from engine.bench.stage_learn import save_records
+    from engine.bench import stage_learn
 
-    records = _records(args)
-    save_records(records, Path(args.out))
-    print(f"{len(records)} cases written to {args.out}")
+    return extract_command(_records(args), stage_learn.save_records, args.out)
+
+
+def extract_command(records: list, save_records: Callable, out: str) -> int:
+    """`extract`: write the records, say how many."""
+    save_records(records, Path(out))
+    print(f"{len(records)} cases written to {out}")
     return 0
 
 
 def cmd_cv(args: argparse.Namespace) -> int:
-    from engine.bench.stage_learn import cross_validate, format_cv
+    from engine.bench import stage_learn
 
-    records = _records(args)
+    return cv_command(_records(args), stage_learn.cross_validate, stage_learn.format_cv, args.group)
+
+
+def cv_command(records: list, cross_validate: Callable, format_cv: Callable, group: str) -> int:
+    """`cv`: cross-validate by `group`, print the tables (a grouping that cannot split: a one-line error)."""
     try:
-        res = cross_validate(records, group=args.group)
+        res = cross_validate(records, group=group)
     except ValueError as exc:
         raise JobError(str(exc)) from None
     print(format_cv(res))

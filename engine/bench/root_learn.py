@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.bench.evaluate import ROOT_TOP, case_dirs, history_dirs, source_group
+from engine.bench.evaluate import ROOT_TOP, history_dirs, source_group
 from engine.root_model import HAND_FEATURES, HEAD, RootModel
 
 RECORDS_VERSION = 1
@@ -69,19 +69,10 @@ def root_lines(truth: dict) -> list[str]:
 
 def usable_cases(roots: Iterable[Path], rules: Sequence[dict]) -> list[tuple[Path, dict]]:
     """(case folder, truth) of the labelled cases under `roots`, each once, held-out halves left out."""
-    seen: set[Path] = set()
-    out = []
-    for root in roots:
-        for case in case_dirs(Path(root)):
-            real = case.resolve()
-            if real in seen:
-                continue
-            seen.add(real)
-            truth = json.loads((case / "truth.json").read_text())
-            if held_out(truth, rules) or not root_lines(truth):
-                continue
-            out.append((case, truth))
-    return out
+    from engine.bench.stage_learn import each_case
+
+    return [(case, truth) for case, truth in each_case(roots)
+            if not held_out(truth, rules) and root_lines(truth)]
 
 
 @dataclass

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -89,19 +89,19 @@ def held_out(truth: dict, rules: Sequence[dict]) -> bool:
 def usable_cases(roots: Iterable[Path], rules: Sequence[dict]) -> list[tuple[Path, dict]]:
     """(case folder, truth) of the labelled real cases under `roots`, each once, held-out halves and
     cases without a source (the synthetic generator's) left out."""
+    return [(case, truth) for case, truth in each_case(roots)
+            if not held_out(truth, rules) and truth.get("source") and truth.get("stage") in STAGES]
+
+
+def each_case(roots: Iterable[Path]) -> Iterator[tuple[Path, dict]]:
+    """(case folder, truth) of every case under `roots`, each once (views of one case are one case)."""
     seen: set[Path] = set()
-    out = []
     for root in roots:
         for case in case_dirs(Path(root)):
             real = case.resolve()
-            if real in seen:
-                continue
-            seen.add(real)
-            truth = json.loads((case / "truth.json").read_text())
-            if held_out(truth, rules) or not truth.get("source") or truth.get("stage") not in STAGES:
-                continue
-            out.append((case, truth))
-    return out
+            if real not in seen:
+                seen.add(real)
+                yield case, json.loads((case / "truth.json").read_text())
 
 
 def extract_case(case: Path, truth: dict) -> Record:
