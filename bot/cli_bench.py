@@ -305,6 +305,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     from bot.cli_stage_model import register as register_stage_model
 
     register_stage_model(bsub)
+    from bot.cli_root_model import register as register_root_model
+
+    register_root_model(bsub)
     from bot.cli_othergen import register as register_othergen
 
     register_othergen(bsub)

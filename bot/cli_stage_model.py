@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.ingest import JobError
@@ -13,6 +14,14 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "engine" / "data" / "stag
 def _records(args: argparse.Namespace) -> list:
     from engine.bench.stage_learn import extract, load_records
 
+    return records_of(args, extract, load_records, "stage-model",
+                      "no usable labelled cases (truth.json with a stage and a source)")
+
+
+def records_of(args: argparse.Namespace, extract: Callable, load_records: Callable, command: str,
+               none: str) -> list:
+    """The records of `args.cases`: one records file of `l4 bench <command> extract`, else the cases
+    extracted (`none`: what the error says when no case was usable)."""
     sources = [Path(s) for s in args.cases]
     missing = [s for s in sources if not s.exists()]
     if missing:
@@ -21,34 +30,42 @@ def _records(args: argparse.Namespace) -> list:
         try:
             return load_records(sources[0])
         except (ValueError, KeyError, TypeError) as exc:
-            raise JobError(f"{sources[0]} is not a records file of `l4 bench stage-model extract`: "
+            raise JobError(f"{sources[0]} is not a records file of `l4 bench {command} extract`: "
                            f"{exc}") from None
+
     def show(name: str) -> None:
         if args.verbose:
             print(f"extracted {name}", file=sys.stderr)
 
     records = extract(sources, on_case=show)
     if not records:
-        raise JobError("no usable labelled cases (truth.json with a stage and a source) under "
-                       + ", ".join(map(str, sources)))
+        raise JobError(f"{none} under " + ", ".join(map(str, sources)))
     return records
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from engine.bench.stage_learn import save_records
+    from engine.bench import stage_learn
 
-    records = _records(args)
-    save_records(records, Path(args.out))
-    print(f"{len(records)} cases written to {args.out}")
+    return extract_command(_records(args), stage_learn.save_records, args.out)
+
+
+def extract_command(records: list, save_records: Callable, out: str) -> int:
+    """`extract`: write the records, say how many."""
+    save_records(records, Path(out))
+    print(f"{len(records)} cases written to {out}")
     return 0
 
 
 def cmd_cv(args: argparse.Namespace) -> int:
-    from engine.bench.stage_learn import cross_validate, format_cv
+    from engine.bench import stage_learn
 
-    records = _records(args)
+    return cv_command(_records(args), stage_learn.cross_validate, stage_learn.format_cv, args.group)
+
+
+def cv_command(records: list, cross_validate: Callable, format_cv: Callable, group: str) -> int:
+    """`cv`: cross-validate by `group`, print the tables (a grouping that cannot split: a one-line error)."""
     try:
-        res = cross_validate(records, group=args.group)
+        res = cross_validate(records, group=group)
     except ValueError as exc:
         raise JobError(str(exc)) from None
     print(format_cv(res))

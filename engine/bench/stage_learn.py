@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from engine.bench.evaluate import case_dirs, history_dirs, source_group
 from engine.stage_model import (
@@ -32,6 +33,7 @@ from engine.stage_model import (
     timeline_stage,
 )
 
+R = TypeVar("R")
 MODEL_VERSION = 1
 STAGES = ("init", "data_loading", "model_loading", "training", "checkpointing", "teardown")
 DATA = Path(__file__).parent / "data" / "stage_learn.yaml"
@@ -87,19 +89,19 @@ def held_out(truth: dict, rules: Sequence[dict]) -> bool:
 def usable_cases(roots: Iterable[Path], rules: Sequence[dict]) -> list[tuple[Path, dict]]:
     """(case folder, truth) of the labelled real cases under `roots`, each once, held-out halves and
     cases without a source (the synthetic generator's) left out."""
+    return [(case, truth) for case, truth in each_case(roots)
+            if not held_out(truth, rules) and truth.get("source") and truth.get("stage") in STAGES]
+
+
+def each_case(roots: Iterable[Path]) -> Iterator[tuple[Path, dict]]:
+    """(case folder, truth) of every case under `roots`, each once (views of one case are one case)."""
     seen: set[Path] = set()
-    out = []
     for root in roots:
         for case in case_dirs(Path(root)):
             real = case.resolve()
-            if real in seen:
-                continue
-            seen.add(real)
-            truth = json.loads((case / "truth.json").read_text())
-            if held_out(truth, rules) or not truth.get("source") or truth.get("stage") not in STAGES:
-                continue
-            out.append((case, truth))
-    return out
+            if real not in seen:
+                seen.add(real)
+                yield case, json.loads((case / "truth.json").read_text())
 
 
 def extract_case(case: Path, truth: dict) -> Record:
@@ -134,9 +136,15 @@ def event_ids(parsed, templates: Sequence[str]) -> list[int]:
 
 
 def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None) -> list[Record]:
+    return extract_each(usable_cases(roots, settings()["held_out"]), extract_case, on_case)
+
+
+def extract_each(cases: Iterable[tuple[Path, dict]], extract_one: Callable[[Path, dict], R],
+                 on_case: Callable[[str], None] | None = None) -> list[R]:
+    """`extract_one` of every (case folder, truth), `on_case` told each case's name after it."""
     out = []
-    for case, truth in usable_cases(roots, settings()["held_out"]):
-        out.append(extract_case(case, truth))
+    for case, truth in cases:
+        out.append(extract_one(case, truth))
         if on_case:
             on_case(case.name)
     return out

@@ -1,0 +1,47 @@
+"""`l4 bench root-model ...`: learn the root-cause order from labelled cases (engine/bench/root_learn.py)."""
+from __future__ import annotations
+
+import argparse
+
+
+def _records(args: argparse.Namespace) -> list:
+    from bot.cli_stage_model import records_of
+    from engine.bench.root_learn import extract, load_records
+
+    return records_of(args, extract, load_records, "root-model",
+                      "no usable labelled cases (truth.json with root_lines or indicating lines)")
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    from bot.cli_stage_model import extract_command
+    from engine.bench import root_learn
+
+    return extract_command(_records(args), root_learn.save_records, args.out)
+
+
+def cmd_cv(args: argparse.Namespace) -> int:
+    from bot.cli_stage_model import cv_command
+    from engine.bench import root_learn
+
+    return cv_command(_records(args), root_learn.cross_validate, root_learn.format_cv, args.group)
+
+
+def register(bsub: argparse._SubParsersAction) -> None:
+    rm = bsub.add_parser("root-model", help="learn the order of the root cause from labelled cases")
+    rsub = rm.add_subparsers(dest="root_model_command", required=True)
+    helps = {
+        "extract": ("run the engine on the cases, write their candidates' features (minutes)", cmd_extract),
+        "cv": ("leave-one-group-out cross-validation: the hand order, the learned order, a blend", cmd_cv),
+    }
+    for name, (text, func) in helps.items():
+        p = rsub.add_parser(name, help=text)
+        p.add_argument("cases", nargs="+",
+                       help="case folders (public, real-run, othergen seed 1, `l4 bench generate` cases; "
+                            "held-out halves are skipped) or one records file of `extract`")
+        p.add_argument("-v", "--verbose", action="store_true", help="one line per extracted case on stderr")
+        if name == "extract":
+            p.add_argument("out", help="records file to write (JSON)")
+        if name == "cv":
+            p.add_argument("--group", choices=("wave", "source"), default="wave",
+                           help="hold out one wave (public, real-run; othergen; synthetic) or one source")
+        p.set_defaults(func=func)
