@@ -90,6 +90,8 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
     roles: Roles = event_roles(parsed, candidates, sev_of)
     for i, inherited in roles.inherited.items():
         sev_of[i] = max(sev_of[i], inherited)
+    for i, cap in roles.capped.items():
+        sev_of[i] = min(sev_of[i], cap)
     for i in candidates:
         if roles.role.get(i) == CONSEQUENCE:
             sev_of[i] = min(sev_of[i], CONSEQUENCE_SEVERITY)
