@@ -5,6 +5,8 @@
   `engine/data/severity.yaml` `roles`). The message may go on in the lines right after it that carry no
   header of their own (`continued`: MXNet's `what():  … cudaMalloc fail` wrapped by a paste before
   "ed: out of memory"); those lines are its body and the message weighs at least what they do.
+  An abort whose message is in sight nowhere after it, in a file that logged a severe error before it,
+  threw that error: it is context too (a `DistBackendError` abort after the rank's watchdog timeout).
 - **Return traces** (`return_frame`: NCCL's `init.cc:128 -> 3`, one line per function the error code
   passed through): a stack whose message is the line right before its first frame, innermost first.
   The first stack a file shows holds the cause; a stack that a file shows only after its first one
@@ -25,6 +27,7 @@ from engine.model import ParsedJob
 from engine.rules import load
 
 BODY_LINES = 3  # lines after a message that may continue it
+THROWN_SEVERITY = 0.6  # an abort with no what() line threw the error its file logged before it
 HEAD_MIN_SEVERITY = 0.5  # a stack's message is an alarming line (NCCL's INFO lines around it are not)
 _FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
@@ -61,15 +64,20 @@ def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
     out.context |= frames
     pool = set(candidates)
     firsts: dict[str, int] = {}
+    unsaid: list[int] = []  # abort reports whose message is not in sight (in some file)
     for path, pos in parsed.positions.items():
         at = {first: i for i, (first, _) in pos.items()}
         at_any = {**{last: i for i, (_, last) in pos.items()}, **at}
         for i in intros & pos.keys():
-            nxt = at.get(pos[i][0] + 1)
+            nxt = at_any.get(pos[i][0] + 1)
             if nxt is not None and nxt in pool and nxt not in intros:
                 messages.add(nxt)
                 out.carried.setdefault(nxt, []).append(i)
                 out.context.add(i)  # the type only: its message is the next line
+            elif any(pos[m][1] > pos[i][0] for m in messages & pos.keys()):
+                out.context.add(i)  # ranks interleaved in one file: a message line of its kind follows
+            else:
+                unsaid.append(i)
         for m in messages & pos.keys():
             _body(parsed, m, pos[m][0], at, pool, msgs, levels_of, out, intro, continued, frame)
         heads = [(line, i) for i, lines in pos.items() if i in pool and i not in frames
@@ -79,6 +87,11 @@ def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
             start, cause = min(heads)
             firsts[path] = start
             out.causes.add(cause)
+    for i in set(unsaid) - out.context:
+        if all(any(j != i and j not in intros and severity.get(j, 0.0) >= THROWN_SEVERITY
+                   and pos[j][0] < pos[i][0] for j in pos.keys() & pool)
+               for pos in parsed.positions.values() if i in pos):
+            out.context.add(i)  # it threw what its file logged before it, wherever that is told
     for i in pool - frames - out.causes:
         where = [(path, pos[i][0]) for path, pos in parsed.positions.items() if i in pos]
         if where and all(path in firsts and first > firsts[path] for path, first in where) \

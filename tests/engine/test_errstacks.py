@@ -97,3 +97,14 @@ def test_a_line_quoting_a_cascade_weighs_no_more_than_it(tmp_path):
         ]
     d = diagnose(write_failed_job(tmp_path / "j", files))
     assert d.events[0].template.startswith("[Rank <*>] Watchdog caught")
+
+
+def test_an_abort_with_no_message_after_the_rank_s_own_timeout_ranks_below_it(tmp_path):
+    files = {}
+    for r in range(4):
+        files[f"n{r}/rank{r}.log"] = _routine(8) + [
+            f"[E1203 04:02:00.0000{r} ProcessGroupNCCL.cpp:1664] [PG 0 Rank {r}] Exception (either an error "
+            f"or timeout) detected by watchdog at work: 77, last enqueued NCCL work: 77, last completed: 76."]
+    files["n2/rank2.log"].append("terminate called after throwing an instance of 'c10::DistBackendError'")
+    d = diagnose(write_failed_job(tmp_path / "j", files))
+    assert "detected by watchdog" in d.events[0].template
