@@ -6,7 +6,8 @@
   header of their own (`continued`: MXNet's `what():  … cudaMalloc fail` wrapped by a paste before
   "ed: out of memory"); those lines are its body and the message weighs at least what they do.
   An abort whose message is in sight nowhere after it, in a file that logged a severe error before it,
-  threw that error: it is context too (a `DistBackendError` abort after the rank's watchdog timeout).
+  threw that error: it weighs no more than a root cause needs (a `DistBackendError` abort after the
+  rank's watchdog timeout ranks below it, and still points at its node).
 - **Return traces** (`return_frame`: NCCL's `init.cc:128 -> 3`, one line per function the error code
   passed through): a stack whose message is the line right before its first frame, innermost first.
   The first stack a file shows holds the cause; a stack that a file shows only after its first one
@@ -27,7 +28,7 @@ from engine.model import ParsedJob
 from engine.rules import load
 
 BODY_LINES = 3  # lines after a message that may continue it
-THROWN_SEVERITY = 0.6  # an abort with no what() line threw the error its file logged before it
+THROWN_SEVERITY = 0.6  # an abort with no what() line, after an error of its file, weighs at most this
 HEAD_MIN_SEVERITY = 0.5  # a stack's message is an alarming line (NCCL's INFO lines around it are not)
 _FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
@@ -39,6 +40,7 @@ class Reading:
     carried: dict[int, list[int]] = field(default_factory=dict)  # message -> lines it takes its weight from
     causes: set[int] = field(default_factory=set)  # the first stack's message in some file
     later: set[int] = field(default_factory=set)  # messages of stacks shown only after a first one
+    threw: set[int] = field(default_factory=set)  # aborts with no message, after an error of their file
 
 
 @lru_cache(maxsize=1)
@@ -91,7 +93,7 @@ def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
         if all(any(j != i and j not in intros and severity.get(j, 0.0) >= THROWN_SEVERITY
                    and pos[j][0] < pos[i][0] for j in pos.keys() & pool)
                for pos in parsed.positions.values() if i in pos):
-            out.context.add(i)  # it threw what its file logged before it, wherever that is told
+            out.threw.add(i)  # it threw what its file logged before it: it says no more than that
     for i in pool - frames - out.causes:
         where = [(path, pos[i][0]) for path, pos in parsed.positions.items() if i in pos]
         if where and all(path in firsts and first > firsts[path] for path, first in where) \

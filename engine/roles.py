@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.decoration import Decoration
-from engine.errstacks import read_stacks
+from engine.errstacks import THROWN_SEVERITY, read_stacks
 from engine.headers import parse_header
 from engine.launcher import first_failures
 from engine.masking import MASK
@@ -198,6 +198,8 @@ def _stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], seve
     for i in reading.causes:
         if out.role.get(i) is None:
             out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
+    for i in reading.threw:
+        out.capped[i] = min(out.capped.get(i, 1.0), THROWN_SEVERITY)
     for i in reading.later:
         if out.role.get(i, CASCADE) == CASCADE:
             out.role[i] = CASCADE
