@@ -336,30 +336,24 @@ def _core(msg: str) -> str:
 def _quoting(parsed: ParsedJob, candidates: list[int], severity: dict[int, float], msgs: dict[int, str],
              out: Roles) -> None:
     """An event whose line holds another event's message is its wrapper, and weighs no more than it
-    (a wrapper adds no alarm of its own). A line that quotes a cascade (`what(): … watchdog thread
-    terminated with exception: [Rank 6] Watchdog caught collective operation timeout …`) is an echo of
-    that echo: a cascade no more alarming than it. Quotes are found in the example lines, or in the
-    templates where the lines quote another rank's message."""
+    (a wrapper adds no alarm of its own)."""
     pool = sorted((i for i in candidates if severity.get(i, 0) >= QUOTE_MIN_SEVERITY),
                   key=lambda i: -severity[i])[:QUOTE_CANDIDATES]
     cores = {i: _core(msgs[i]) for i in pool}
     for a in pool:
         ca = cores[a]
-        role_a = out.role.get(a)
-        if len(ca) < QUOTE_MIN_CHARS or role_a not in (None, CASCADE):
-            continue  # only the message of a possible root cause or a cascade makes its quoter an echo
+        if len(ca) < QUOTE_MIN_CHARS or out.role.get(a) is not None:
+            continue  # only the message of a possible root cause makes its quoter a wrapper
         ta = parsed.templates[a].first_seen
-        ka = _core(parsed.templates[a].template)
         for b in pool:
             if b == a or out.role.get(b, CASCADE) != CASCADE or cores[b] == ca:
                 continue  # a cascade that quotes the error it echoes is its wrapper
-            if not (_quotes(ca, msgs[b]) or (role_a == CASCADE and len(ka) >= QUOTE_MIN_CHARS
-                                             and _quotes(ka, parsed.templates[b].template))):
+            if not _quotes(ca, msgs[b]):
                 continue
             tb = parsed.templates[b].first_seen
             if ta and tb and tb < ta:  # a wrapper does not come before what it wraps
                 continue
-            out.role[b] = WRAPPER if role_a is None else CASCADE
+            out.role[b] = WRAPPER
             out.capped[b] = min(out.capped.get(b, 1.0), severity[a])
 
 

@@ -1,5 +1,5 @@
 """Reports that span lines: the C++ abort's what() message and its body, return traces read innermost-first,
-an excerpt of one template, a line quoting a cascade."""
+an excerpt of one template, an abort with no message."""
 from engine.diagnose import diagnose
 from engine.filter import NormalPool, candidate_events
 from engine.parse import parse_jobs
@@ -81,22 +81,6 @@ def test_a_job_of_several_routine_templates_gets_no_floor(tmp_path):
              for line in (f"epoch {k} done", f"saving to out/ckpt-{k}", f"lr now 0.{k}1")]
     job = write_failed_job(tmp_path / "j", {"node0/console.log": lines})
     assert diagnose(job).events == []
-
-
-def test_a_line_quoting_a_cascade_weighs_no_more_than_it(tmp_path):
-    files = {}
-    for r in range(4):
-        files[f"n{r}/rank{r}.log"] = _routine(8) + [
-            f"[E1203 04:02:00.0000{r} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
-            f"operation timeout: WorkNCCL(SeqNum=77, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, "
-            f"Timeout(ms)=600000) ran for 60010{r} milliseconds before timing out.",
-            "terminate called after throwing an instance of 'c10::DistBackendError'",
-            f"  what():  [PG 0 Rank {r}] Process group watchdog thread terminated with exception: [Rank {r}] "
-            f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77, OpType=ALLREDUCE, NumelIn=4, "
-            f"NumelOut=4, Timeout(ms)=600000) ran for 60010{r} milliseconds before timing out.",
-        ]
-    d = diagnose(write_failed_job(tmp_path / "j", files))
-    assert d.events[0].template.startswith("[Rank <*>] Watchdog caught")
 
 
 def test_an_abort_with_no_message_after_the_rank_s_own_timeout_ranks_below_it(tmp_path):
