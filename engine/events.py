@@ -90,6 +90,8 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
     roles: Roles = event_roles(parsed, candidates, sev_of)
     for i, inherited in roles.inherited.items():
         sev_of[i] = max(sev_of[i], inherited)
+    for i, cap in roles.capped.items():
+        sev_of[i] = min(sev_of[i], cap)
     for i in candidates:
         if roles.role.get(i) == CONSEQUENCE:
             sev_of[i] = min(sev_of[i], CONSEQUENCE_SEVERITY)
@@ -98,7 +100,10 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
     # best evidence there is.
     roots = [i for i in candidates
              if sev_of[i] >= ROOT_SEVERITY and i not in roles.role and spec_of[i] >= 0.5]
-    has_root = bool(roots)
+    # the one error in sight, logged by every node (a config error every rank hits), is a root cause
+    # in sight too: being everywhere does not make it an echo
+    severe = [i for i in candidates if sev_of[i] >= ROOT_SEVERITY and i not in roles.role]
+    has_root = bool(roots) or (len(severe) == 1 and len(parsed.templates[severe[0]].nodes) >= n_nodes)
     # a rank killed first (the launcher's block says so) is the origin: the others' errors echo it,
     # and its report is the evidence unless the killed rank's node logged a cause of its own
     killed = bool(roles.killed_nodes)

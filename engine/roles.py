@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.decoration import Decoration
+from engine.errstacks import THROWN_SEVERITY, read_stacks
 from engine.headers import parse_header
 from engine.launcher import first_failures
 from engine.masking import MASK
@@ -52,6 +53,8 @@ QUOTE_MIN_SEVERITY = 0.5
 CHAIN_LOOKBACK = 4  # lines before a chain marker searched for the first exception's last line
 QUOTE_MIN_WORDS = 4  # a wrapper adds words of its own (a bare "NCCL WARN" prefix does not make one)
 CODE_INDENT = 4  # traceback code lines are indented at least this much (frame lines by 2)
+PASTE_TEMPLATES = 2  # a failed job of at most this many templates with words is a chosen excerpt
+PASTE_SEVERITY = 0.5  # ... whose lines weigh at least this when none of them is alarming
 _EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
 _WORD = re.compile(r"[A-Za-z]{3,}")
@@ -63,6 +66,7 @@ _FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))
 class Roles:
     role: dict[int, str] = field(default_factory=dict)  # event id -> role (absent: a possible root cause)
     inherited: dict[int, float] = field(default_factory=dict)  # severity given by a label line before it
+    capped: dict[int, float] = field(default_factory=dict)  # severity at most (a quoter: what it quotes)
     evidence: dict[int, list[str]] = field(default_factory=dict)  # raw lines to show first
     evidence_nodes: dict[int, set[str]] = field(default_factory=dict)  # the nodes those lines are from
     killed_nodes: set[str] = field(default_factory=set)  # nodes of ranks killed first (launcher blocks)
@@ -126,6 +130,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     label_rx = _lexicon()[1]
     msgs: dict[int, str] = {}
     labels: list[int] = []
+    indented: set[int] = set()
     decorated = _decorated(parsed, candidates)
     for i in candidates:
         t = parsed.templates[i]
@@ -135,6 +140,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
         msgs[i] = msg
         if role is None and indent >= CODE_INDENT and not _ERROR_LINE.match(msg):
             role = CONTEXT
+            indented.add(i)
         if role is None and label_rx.search(msg):
             role = CONTEXT
             labels.append(i)
@@ -142,13 +148,62 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
             out.role[i] = role
         if role == CASCADE and _disconnect().search(t.template):
             out.disconnects.add(i)
+    _stacks(parsed, candidates, msgs, severity, out)
     _label_successors(parsed, labels, severity, out, set(candidates))
     _chain_causes(parsed, candidates, msgs, out)
     _exception_lines(parsed, candidates, msgs, out)
     _after_teardown(parsed, candidates, out)
     _quoting(parsed, candidates, severity, msgs, out)
     _killed_first(parsed, candidates, out)
+    _excerpt(parsed, candidates, severity, msgs, indented, out)
     return out
+
+
+def _excerpt(parsed: ParsedJob, candidates: list[int], severity: dict[int, float], msgs: dict[int, str],
+             indented: set[int], out: Roles) -> None:
+    """A failed job whose whole content is one or two templates is an excerpt its reporter chose
+    (`size mismatch for …: copying a param with shape …` three times): nothing in it is routine, so
+    when no line of it is alarming, each with words weighs PASTE_SEVERITY and the diagnosis reports
+    what it has instead of nothing. Without a traceback frame in it, an indented line is no code."""
+    if parsed.status == "succeeded":
+        return
+    worded = [i for i, t in enumerate(parsed.templates) if _WORD.search(t.template.replace(MASK, " "))]
+    if not worded or len(worded) > PASTE_TEMPLATES:
+        return
+    if any(severity.get(i, 0.0) >= PASTE_SEVERITY for i in candidates):
+        return
+    if not any(_FRAME.match(msgs[i]) for i in candidates):
+        for i in indented:
+            if out.role.get(i) == CONTEXT:
+                del out.role[i]
+    for i in set(worded).intersection(candidates):
+        if out.role.get(i) is None:
+            out.inherited[i] = max(out.inherited.get(i, 0.0), PASTE_SEVERITY)
+
+
+def _stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], severity: dict[int, float],
+            out: Roles) -> None:
+    """Abort reports and return traces (`engine.errstacks`): the lines that only carry a message are
+    context, the message weighs what they do, and a stack shown after a file's first is a consequence."""
+    reading = read_stacks(parsed, candidates, msgs, {i: parsed.templates[i].level for i in candidates},
+                          severity)
+    for i in reading.context:
+        out.role[i] = CONTEXT
+    for m, carriers in reading.carried.items():
+        weight = max(severity.get(c, 0.0) for c in carriers)
+        out.inherited[m] = max(out.inherited.get(m, 0.0), weight)
+        if out.role.get(m) == CONTEXT:
+            del out.role[m]  # the message itself, whatever its indent
+    weight = _chain()[1]
+    for i in reading.causes:
+        if out.role.get(i) is None:
+            out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
+    for i in reading.threw:
+        out.capped[i] = min(out.capped.get(i, 1.0), THROWN_SEVERITY)
+    for i in reading.later:
+        if out.role.get(i, CASCADE) == CASCADE:
+            out.role[i] = CASCADE
+            out.late.add(i)
 
 
 def _fits(template: str, message: str) -> bool:
@@ -280,7 +335,8 @@ def _core(msg: str) -> str:
 
 def _quoting(parsed: ParsedJob, candidates: list[int], severity: dict[int, float], msgs: dict[int, str],
              out: Roles) -> None:
-    """An event whose line holds another event's message is its wrapper."""
+    """An event whose line holds another event's message is its wrapper, and weighs no more than it
+    (a wrapper adds no alarm of its own)."""
     pool = sorted((i for i in candidates if severity.get(i, 0) >= QUOTE_MIN_SEVERITY),
                   key=lambda i: -severity[i])[:QUOTE_CANDIDATES]
     cores = {i: _core(msgs[i]) for i in pool}
@@ -292,9 +348,15 @@ def _quoting(parsed: ParsedJob, candidates: list[int], severity: dict[int, float
         for b in pool:
             if b == a or out.role.get(b, CASCADE) != CASCADE or cores[b] == ca:
                 continue  # a cascade that quotes the error it echoes is its wrapper
-            if ca not in msgs[b] or len(msgs[b].replace(ca, " ").split()) < QUOTE_MIN_WORDS:
+            if not _quotes(ca, msgs[b]):
                 continue
             tb = parsed.templates[b].first_seen
             if ta and tb and tb < ta:  # a wrapper does not come before what it wraps
                 continue
             out.role[b] = WRAPPER
+            out.capped[b] = min(out.capped.get(b, 1.0), severity[a])
+
+
+def _quotes(quoted: str, line: str) -> bool:
+    """`line` holds `quoted` and words of its own."""
+    return quoted in line and len(line.replace(quoted, " ").split()) >= QUOTE_MIN_WORDS

@@ -163,3 +163,19 @@ def test_a_longer_label_before_a_traceback_is_context_and_the_traceback_head_inh
     d = _paste(tmp_path, lines)
     assert d.events[0].template.startswith("RuntimeError: [enforce fail")
     assert not any(e.template.startswith(("Exception occurred", "Traceback")) for e in d.events)
+
+
+def test_an_error_every_rank_hits_outranks_the_launcher_s_reports_of_it(tmp_path):
+    files = {}
+    for n in range(4):
+        for r in (2 * n, 2 * n + 1):
+            files[f"node-{n}/rank-{r}.log"] = [f"2025-01-01 10:00:0{k} INFO [rank{r}] step {k} ok"
+                                               for k in range(5)] + [
+                f"[rank{r}]: Traceback (most recent call last):",
+                f'[rank{r}]:   File "/w/train.py", line 12, in <module>',
+                f"[rank{r}]:     cfg = load_config(args.config)",
+                f"[rank{r}]: KeyError: 'scheduler.warmup_ratio'",
+            ]
+        files[f"node-{n}/agent.log"] = [AGENT[1], AGENT[2]]
+    d = diagnose(_job(tmp_path / "j", files))
+    assert d.events[0].template == "KeyError: 'scheduler.warmup_ratio'"

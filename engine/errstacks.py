@@ -1,0 +1,119 @@
+"""Error reports that span lines, read the way their writers meant them: which line holds the message.
+
+- **The C++ runtime's abort**: "terminate called after throwing an instance of 'X'" only names the
+  exception's type; its message is the `what():` line after it (`introduces` in
+  `engine/data/severity.yaml` `roles`). The message may go on in the lines right after it that carry no
+  header of their own (`continued`: MXNet's `what():  … cudaMalloc fail` wrapped by a paste before
+  "ed: out of memory"); those lines are its body and the message weighs at least what they do.
+  An abort whose message is in sight nowhere after it, in a file that logged a severe error before it,
+  threw that error: it weighs no more than a root cause needs (a `DistBackendError` abort after the
+  rank's watchdog timeout ranks below it, and still points at its node).
+- **Return traces** (`return_frame`: NCCL's `init.cc:128 -> 3`, one line per function the error code
+  passed through): a stack whose message is the line right before its first frame, innermost first.
+  The first stack a file shows holds the cause; a stack that a file shows only after its first one
+  started (NCCL's "Cuda failure" once the communicator was torn down after an IB completion error)
+  is that failure's consequence. The frames are context, not events.
+
+Only the lines' places in their files and the phrases of the data file are read (`ParsedJob.positions`
+keeps each event's first and last line per file; those are the lines compared).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from engine.model import ParsedJob
+from engine.rules import load
+
+BODY_LINES = 3  # lines after a message that may continue it
+THROWN_SEVERITY = 0.6  # an abort with no what() line, after an error of its file, weighs at most this
+HEAD_MIN_SEVERITY = 0.5  # a stack's message is an alarming line (NCCL's INFO lines around it are not)
+_FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
+_ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
+
+
+@dataclass
+class Reading:
+    context: set[int] = field(default_factory=set)  # lines that only carry another line's message
+    carried: dict[int, list[int]] = field(default_factory=dict)  # message -> lines it takes its weight from
+    causes: set[int] = field(default_factory=set)  # the first stack's message in some file
+    later: set[int] = field(default_factory=set)  # messages of stacks shown only after a first one
+    threw: set[int] = field(default_factory=set)  # aborts with no message, after an error of their file
+
+
+@lru_cache(maxsize=1)
+def _phrases() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    roles = load("severity")["roles"]
+
+    def rx(key: str) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{p})" for p in roles.get(key, [])) or "(?!)")
+
+    return rx("introduces"), rx("continued"), rx("return_frame")
+
+
+def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
+                levels_of: dict[int, str | None], severity: dict[int, float]) -> Reading:
+    """The stacks and abort reports among the candidates (`msgs`: their header-stripped messages)."""
+    intro, continued, frame = _phrases()
+    out = Reading()
+    intros = {i for i in candidates if intro.search(msgs[i])}
+    frames = {i for i in candidates if frame.search(msgs[i])}
+    messages = {i for i in candidates if continued.search(msgs[i])}
+    if not (intros or frames or messages):
+        return out
+    out.context |= frames
+    pool = set(candidates)
+    firsts: dict[str, int] = {}
+    unsaid: list[int] = []  # abort reports whose message is not in sight (in some file)
+    for path, pos in parsed.positions.items():
+        at = {first: i for i, (first, _) in pos.items()}
+        at_any = {**{last: i for i, (_, last) in pos.items()}, **at}
+        for i in intros & pos.keys():
+            nxt = at_any.get(pos[i][0] + 1)
+            if nxt is not None and nxt in pool and nxt not in intros:
+                messages.add(nxt)
+                out.carried.setdefault(nxt, []).append(i)
+                out.context.add(i)  # the type only: its message is the next line
+            elif any(pos[m][1] > pos[i][0] for m in messages & pos.keys()):
+                out.context.add(i)  # ranks interleaved in one file: a message line of its kind follows
+            else:
+                unsaid.append(i)
+        for m in messages & pos.keys():
+            _body(parsed, m, pos[m][0], at, pool, msgs, levels_of, out, intro, continued, frame)
+        heads = [(line, i) for i, lines in pos.items() if i in pool and i not in frames
+                 and severity.get(i, 0.0) >= HEAD_MIN_SEVERITY
+                 for line in sorted(set(lines)) if at_any.get(line + 1) in frames]
+        if heads:
+            start, cause = min(heads)
+            firsts[path] = start
+            out.causes.add(cause)
+    for i in set(unsaid) - out.context:
+        if all(any(j != i and j not in intros and severity.get(j, 0.0) >= THROWN_SEVERITY
+                   and pos[j][0] < pos[i][0] for j in pos.keys() & pool)
+               for pos in parsed.positions.values() if i in pos):
+            out.threw.add(i)  # it threw what its file logged before it: it says no more than that
+    for i in pool - frames - out.causes:
+        where = [(path, pos[i][0]) for path, pos in parsed.positions.items() if i in pos]
+        if where and all(path in firsts and first > firsts[path] for path, first in where) \
+                and severity.get(i, 0.0) >= HEAD_MIN_SEVERITY and i not in out.context:
+            out.later.add(i)
+    return out
+
+
+def _body(parsed: ParsedJob, m: int, line: int, at: dict[int, int], pool: set[int], msgs: dict[int, str],
+          levels_of: dict[int, str | None], out: Reading, *stops: re.Pattern[str]) -> None:
+    """The lines right after message `m` (at `line`) that continue it: no header of their own, no frame,
+    no exception of their own, and logged no more often than the message itself."""
+    count = parsed.templates[m].count
+    for k in range(1, BODY_LINES + 1):
+        i = at.get(line + k)
+        if i is None or i not in pool or i == m:
+            return
+        msg = msgs.get(i, "")
+        if (not msg.strip() or levels_of.get(i) is not None or _FRAME.match(msg) or _ERROR_LINE.match(msg)
+                or any(rx.search(msg) for rx in stops) or parsed.templates[i].count > count):
+            return
+        out.context.add(i)
+        out.carried.setdefault(m, []).append(i)
