@@ -29,6 +29,8 @@ from functools import lru_cache
 
 from engine.rules import compiled, load
 
+MAX_LEARNED = 16  # the job's most common decorations a file without its own is tried against
+
 
 @dataclass(frozen=True)
 class Decoration:
@@ -183,8 +185,8 @@ def learn_job(heads: Sequence[Sequence[str]]) -> list[Decoration | None]:
     file shows are removed in every file."""
     d = _data()
     own = [learn(h) for h in heads]
-    learned = Counter(replace(o, anywhere=None, name=o.name.split("+")[-1]) for o in own
-                      if o is not None and o.prefix is not None)
+    learned = dict(Counter(replace(o, anywhere=None, name=o.name.split("+")[-1]) for o in own
+                           if o is not None and o.prefix is not None).most_common(MAX_LEARNED))
     colours = {c for c in (_colour(o) for o in own) if c is not None}
     job_colour = next(iter(colours)) if len(colours) == 1 else None
     out: list[Decoration | None] = []
