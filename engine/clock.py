@@ -33,7 +33,7 @@ BACKWARDS_MIN_SECONDS = 60.0
 BACKWARDS_MIN_EVENTS = 2  # later events stamped before an earlier one
 YEARLESS_FAR_DAYS = 180  # a node's last stamp this far from the job's is a year-less one
 ZONE_QUANTUM = 900  # time zones differ by whole quarter hours
-ZONE_MIN_STAMPS = 2  # naive and aware stamps (distinct events) a node needs before its zone is read
+ZONE_MIN_STAMPS = 2  # naive and aware stamps (distinct events) below which only the line order reads a zone
 ZONE_FIT_SECONDS = 300.0  # naive stamps, moved into their zone, lie this near the node's aware ones
 ZONE_RANGE = (-12 * 3600, 14 * 3600)  # UTC offsets of the world's zones
 ZONE_SNAP_SECONDS = 120.0  # a naive-only node this near whole quarter hours off the others: another zone
@@ -132,12 +132,13 @@ def _gap(naive: list[float], aware: list[float], shift: float) -> float:
 
 
 def _naive_shift(files: list[list[tuple[int, float, bool]]], naive: list[float], aware: list[float],
-                 zone_offset: float) -> float:
+                 zone_offset: float, by_order: bool = False) -> float:
     """How far (seconds, whole quarter hours) a node's naive stamps, read in the `L4_LOG_TZ` zone whose
     UTC offset is `zone_offset`, run ahead of its offset-aware ones; 0.0 when nothing shows a zone.
     The shift that leaves the fewest stamps going back in line order within its files wins; between
     equals (naive and aware stamps in other files: a launcher's log beside its workers'), the one
-    that puts the naive stamps nearest the aware ones, else the smallest."""
+    that puts the naive stamps nearest the aware ones, else the smallest. `by_order`: too few stamps to
+    tell a zone by nearness alone, so only a shift that puts the lines of its files back in order counts."""
     aware = sorted(aware)
     lo, hi = ZONE_RANGE[0] - zone_offset, ZONE_RANGE[1] - zone_offset
     cands = [q * ZONE_QUANTUM for q in range(int(lo // ZONE_QUANTUM), int(hi // ZONE_QUANTUM) + 1)]
@@ -147,7 +148,7 @@ def _naive_shift(files: list[list[tuple[int, float, bool]]], naive: list[float],
     faults, gap = scored[best]
     if best == 0 or gap > ZONE_FIT_SECONDS:
         return 0.0
-    if faults < base[0] or (faults == base[0] and base[1] >= ZONE_QUANTUM / 2):
+    if faults < base[0] or (not by_order and faults == base[0] and base[1] >= ZONE_QUANTUM / 2):
         return float(best)
     return 0.0
 
@@ -162,22 +163,20 @@ def settle_zones(parsed: ParsedJob) -> list[ClockNote]:
     """Read each node's naive stamps in the zone its own offset-aware stamps show, in place (see the
     module's docstring); returns a `zone` note per node moved (`seconds`: how far its naive stamps ran
     ahead when read in `L4_LOG_TZ`). Nodes with only naive or only aware stamps are left as they are."""
-    kind: dict[int, bool] = {}
-    for i, t in enumerate(parsed.templates):
-        seen = {naive_stamp(e) for e in t.examples} - {None}
-        if t.first_seen is not None and len(seen) == 1:
-            kind[i] = seen.pop()  # type: ignore[assignment]
+    kinds = _stamp_kinds(parsed)
     files_of: dict[str, list[str]] = {}
     for path, node in parsed.file_nodes.items():
         files_of.setdefault(node, []).append(path)
     notes: list[ClockNote] = []
     moved: dict[str, float] = {}
     for node, seen in sorted(parsed.node_first_seen.items()):
+        kind = kinds.get(node, {})
         stamps = {i: d.timestamp() for i, ts in seen.items() if i in kind and (d := _dt(ts)) is not None}
         naive = [t for i, t in stamps.items() if kind[i]]
         aware = [t for i, t in stamps.items() if not kind[i]]
-        if len(naive) < ZONE_MIN_STAMPS or len(aware) < ZONE_MIN_STAMPS:
+        if not naive or not aware:
             continue
+        few = len(naive) < ZONE_MIN_STAMPS or len(aware) < ZONE_MIN_STAMPS  # then the line order decides
         paths = files_of.get(node, [])
         in_files: dict[int, int] = {}
         for p in paths:
@@ -186,7 +185,7 @@ def settle_zones(parsed: ParsedJob) -> list[ClockNote]:
         files = [sorted((first, stamps[i], kind[i]) for i, (first, _) in parsed.positions.get(p, {}).items()
                         if i in stamps and in_files.get(i) == 1) for p in paths]
         offset = _local_offset(seen.values())
-        shift = _naive_shift(files, naive, aware, offset)
+        shift = _naive_shift(files, naive, aware, offset, by_order=few)
         if not shift:
             continue
         moved[node] = shift
@@ -199,8 +198,8 @@ def settle_zones(parsed: ParsedJob) -> list[ClockNote]:
                                     f"they continue its stamps with an offset (read in the default zone "
                                     f"they ran {_span(shift)} {way} them)"))
     if moved:
-        _settle_templates(parsed, moved, kind)
-    whole = _settle_node_zones(parsed, kind, moved)
+        _settle_templates(parsed, moved, {i for n in moved for i, naive in kinds.get(n, {}).items() if naive})
+    whole = _settle_node_zones(parsed, kinds, moved)
     for node, shift in whole.items():
         notes.append(_zone_note(parsed, node, shift))
         stamps = parsed.node_first_seen[node]
@@ -209,6 +208,21 @@ def settle_zones(parsed: ParsedJob) -> list[ClockNote]:
     if whole:
         _settle_templates(parsed, whole, None)
     return notes
+
+
+def _stamp_kinds(parsed: ParsedJob) -> dict[str, dict[int, bool]]:
+    """Node -> event -> whether the event's first stamp on that node is naive: from the parse
+    (`ParsedJob.node_naive`, the line each stamp was read from), else from the event's example lines
+    when they agree (one event may be written naive on one node and with an offset on another)."""
+    if parsed.node_naive:
+        return {n: {i: v for i, v in parsed.node_naive.get(n, {}).items() if i in seen}
+                for n, seen in parsed.node_first_seen.items()}
+    kind: dict[int, bool] = {}
+    for i, t in enumerate(parsed.templates):
+        seen = {naive_stamp(e) for e in t.examples} - {None}
+        if t.first_seen is not None and len(seen) == 1:
+            kind[i] = seen.pop()  # type: ignore[assignment]
+    return {n: {i: kind[i] for i in seen if i in kind} for n, seen in parsed.node_first_seen.items()}
 
 
 def reference_node(seen: dict[str, dict[int, str]]) -> str:
@@ -230,7 +244,8 @@ def _quarters_ahead(a: dict[int, str], b: dict[int, str]) -> int | None:
     return q if near >= 0.75 * len(diffs) else None
 
 
-def _settle_node_zones(parsed: ParsedJob, kind: dict[int, bool], settled: Iterable[str]) -> dict[str, float]:
+def _settle_node_zones(parsed: ParsedJob, kinds: dict[str, dict[int, bool]], settled: Iterable[str]
+                       ) -> dict[str, float]:
     """Nodes whose clocks run a whole number of quarter hours (to within launch jitter) ahead of or behind
     the job's reference clock on the events they share: each writes its stamps in another zone (a
     drifting clock is off by seconds or minutes, not by exactly N hours). Returns node -> shift (seconds)
@@ -242,7 +257,7 @@ def _settle_node_zones(parsed: ParsedJob, kind: dict[int, bool], settled: Iterab
         return {}
     ref = reference_node(seen)
     ahead = {n: _quarters_ahead(seen[n], seen[ref]) if n != ref else 0 for n in seen}
-    aware = {n for n, s in seen.items() if any(kind.get(i) is False for i in s)} | set(settled)
+    aware = {n for n, s in seen.items() if any(kinds.get(n, {}).get(i) is False for i in s)} | set(settled)
     groups: dict[int, set[str]] = {}
     for n, q in ahead.items():
         if q is not None:
@@ -274,11 +289,11 @@ def _moved(ts: str, shift: float) -> str:
     return utc_iso(d - timedelta(seconds=shift)) if d is not None else ts
 
 
-def _settle_templates(parsed: ParsedJob, moved: dict[str, float], kind: dict[int, bool] | None) -> None:
-    """The nodes' last stamps and the job-wide first and last stamps of naive events (`kind`; None: of
-    every event), after the naive (or all) stamps of the `moved` nodes were moved by their shift. A
-    last stamp may come from a naive or an aware line: the one read is the earliest reading not before
-    the node's (or job's) other stamps."""
+def _settle_templates(parsed: ParsedJob, moved: dict[str, float], naive: set[int] | None) -> None:
+    """The nodes' last stamps and the job-wide first and last stamps of the events `naive` on a moved
+    node (None: of every event), after the naive (or all) stamps of the `moved` nodes were moved by
+    their shift. A last stamp may come from a naive or an aware line: the one read is the earliest
+    reading not before the node's (or job's) other stamps."""
     for node, shift in moved.items():
         last = parsed.node_last_ts.get(node)
         if last is None:
@@ -290,7 +305,7 @@ def _settle_templates(parsed: ParsedJob, moved: dict[str, float], kind: dict[int
     stamps = [ts for seen in parsed.node_first_seen.values() for ts in seen.values()]
     end = max([*parsed.node_last_ts.values(), *stamps], default="~")
     for i, t in enumerate(parsed.templates):
-        if kind is not None and not kind.get(i):
+        if naive is not None and i not in naive:
             continue
         firsts = [s[i] for s in parsed.node_first_seen.values() if i in s]
         if firsts:

@@ -216,6 +216,8 @@ class ParsedJob:
     file_lines: dict[str, int] = field(default_factory=dict)
     # per node: event id -> earliest timestamp on that node (events whose lines carry one)
     node_first_seen: dict[str, dict[int, str]] = field(default_factory=dict)
+    # per node: event id -> whether its stamp in node_first_seen is naive (no offset; engine.clock)
+    node_naive: dict[str, dict[int, bool]] = field(default_factory=dict)
     # event id -> number of rank files whose last line it is, cut off without a line end
     truncated_tails: dict[int, int] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)

@@ -18,16 +18,16 @@ from drain3 import TemplateMiner
 from drain3.drain import Drain
 from drain3.template_miner_config import TemplateMinerConfig
 
-from engine.decoration import Decoration
+from engine.decoration import Decoration, learn_job
 from engine.executors import Executor, choose_executor
 from engine.fold import BINARY_KEY, fold_text
 from engine.freetext import FREE
-from engine.headers import timestamp
+from engine.headers import naive_stamp, timestamp
 from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
 from engine.model import ParsedJob, Stats, TemplateStat
-from engine.scan import COARSE, FileScan, may_hold_number, message_level, scan_file
+from engine.scan import COARSE, FileScan, head_lines, may_hold_number, message_level, scan_decorated
 
 MAX_CLUSTERS = 20000
 LEAF_CAP = 16  # clusters per Drain leaf (token count + first tokens); then lines join the closest
@@ -222,7 +222,11 @@ def parse_jobs(
     table = table or TemplateTable()
     builders = [_JobBuilder(spec) for spec in specs]
     done_bytes = 0
-    for done, scan in enumerate(executor.map(scan_file, [f for _, f in files]), start=1):
+    # one decision over the failed job and its history: the same line decoration is read alike in
+    # per-rank files and in a console (engine.decoration.learn_job)
+    decorations = learn_job([head_lines(f) for _, f in files])
+    items = [(f, d) for (_, f), d in zip(files, decorations, strict=True)]
+    for done, scan in enumerate(executor.map(scan_decorated, items), start=1):
         builders[files[done - 1][0]].add(scan, table)
         done_bytes += scan.bytes
         if progress:
@@ -254,6 +258,7 @@ class _JobBuilder:
         self.positions: dict[str, dict[int, tuple[int, int]]] = {}  # file -> cluster -> (first, last) line
         self.file_lines: dict[str, int] = {}
         self.node_first_seen: dict[str, dict[int, str]] = {}
+        self.node_naive: dict[str, dict[int, bool]] = {}
         self.truncated_tails: dict[int, int] = {}
         self.decorations: dict[str, Decoration] = {}
 
@@ -278,6 +283,7 @@ class _JobBuilder:
         local_to_cluster: list[int | None] = []
         pos = self.positions.setdefault(scan.path, {})
         node_first = self.node_first_seen.setdefault(scan.node, {})
+        node_naive = self.node_naive.setdefault(scan.node, {})
         for lid, key in enumerate(scan.keys):
             count = scan.counts[lid]
             if key == BINARY_KEY:
@@ -306,6 +312,8 @@ class _JobBuilder:
                     stat.first_seen = ts
                 if ts < node_first.get(cid, "~"):
                     node_first[cid] = ts
+                    node_naive[cid] = bool(naive_stamp(line if scan.decoration is None
+                                                       else scan.decoration.strip(line)))
             if count > 1:
                 last_raw = scan.last_line[lid]
                 ts = (timestamp(last_raw.decode("utf-8", "replace"), scan.year, decoration=scan.decoration)
@@ -364,6 +372,7 @@ class _JobBuilder:
             node_first_seen={
                 n: {index[c]: ts for c, ts in d.items()} for n, d in self.node_first_seen.items()
             },
+            node_naive={n: {index[c]: v for c, v in d.items()} for n, d in self.node_naive.items()},
             stats=self.stats,
             root=str(self.spec.root),
             file_decorations=self.decorations,

@@ -388,9 +388,34 @@ def _hash_mults() -> tuple[np.ndarray, np.ndarray]:
 _HASH_MULTS = _hash_mults()
 
 
-def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
-    """Scan one rank file (plain, .gz or .zst), `chunk` bytes at a time; never raises for bad content."""
-    scan = FileScan(path=rank_file.path, node=rank_file.node)
+HEAD_BYTES = 256 * 1024  # what `head_lines` reads of a file's start
+
+
+def head_lines(rank_file: RankFile) -> list[str]:
+    """The first lines of a file (at most `decoration.sample_size()`, from its first HEAD_BYTES), the
+    evidence its line decoration is learned from (`engine.decoration.learn_job`)."""
+    chunks = iter_chunks(rank_file.path, ReadReport(), HEAD_BYTES)
+    try:
+        block = next(chunks, None)
+    finally:
+        chunks.close()
+    if block is None:
+        return []
+    return [block.line(i).decode("utf-8", "replace") for i in range(min(len(block), sample_size()))]
+
+
+def scan_decorated(item: tuple[RankFile, Decoration | None]) -> FileScan:
+    """`scan_file` of a rank file whose decoration was decided for its job (picklable, for executors)."""
+    rank_file, decoration = item
+    return scan_file(rank_file, decoration=decoration, decided=True)
+
+
+def scan_file(rank_file: RankFile, chunk: int = CHUNK, *, decoration: Decoration | None = None,
+              decided: bool = False) -> FileScan:
+    """Scan one rank file (plain, .gz or .zst), `chunk` bytes at a time; never raises for bad content.
+    `decided`: its lines carry `decoration` (learned over its job, `engine.decoration.learn_job`);
+    otherwise it is learned from the file's own first lines."""
+    scan = FileScan(path=rank_file.path, node=rank_file.node, decoration=decoration if decided else None)
     try:
         scan.year = time.gmtime(os.stat(rank_file.path).st_mtime).tm_year
     except OSError:
@@ -401,7 +426,7 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK) -> FileScan:
     tail: list[bytes] = []
     pos = 0
     for block in iter_chunks(rank_file.path, report, chunk):
-        if pos == 0:
+        if pos == 0 and not decided:
             scan.decoration = _learn_decoration(block)
         folded, values = fold_block_values(block.data, VALUE_WIDTH)
         ids = table.ids(folded, block, pos)

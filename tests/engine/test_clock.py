@@ -183,3 +183,25 @@ def test_a_real_accelerate_run_mixing_zones_is_read_without_a_clock_going_back()
         ("zone", "ip-10-1-2-23", 3600), ("zone", "ip-10-1-3-23", 3600), ("zone", "ip-10-1-5-23", 19800),
         ("zone", "ip-10-1-4-23", -18000)}
     assert d.stage == "training"
+
+
+def test_one_aware_event_among_naive_launcher_lines_settles_the_zone_by_line_order(tmp_path):
+    """A torchrun console (real runs of wave 1): the agent's glog lines naive local time, the program's
+    iteration lines (one event) with +08:00 between them; read in UTC the clock would seem to go back."""
+    root = tmp_path / "job"
+    root.mkdir()
+    (root / "job.json").write_text(json.dumps({"job_id": "j", "status": "failed"}))
+    cst = timezone(timedelta(hours=8))
+    for n in range(2):
+        t = T0.astimezone(cst)
+        lines = [f"W1129 {t:%H:%M:%S}.100000 4242 torch/distributed/run.py:865] node_rank is only used here"]
+        for k in range(1, 9):
+            at = (t + timedelta(seconds=10 * k)).isoformat(timespec="milliseconds")
+            lines.append(f"[default0]:{at} iteration {k}/ 100 | lm loss: 2.{k:02d} |")
+        end = t + timedelta(seconds=95)
+        lines.append(f"E1129 {end:%H:%M:%S}.500000 4242 elastic/multiprocessing/api.py:1002] failed "
+                     "(exitcode: 1) local_rank: 0 (pid: 4243) of binary: python3")
+        write_rank(root / f"node-{n}" / "torchrun.log", lines)
+    d = diagnose(root)
+    assert [c.kind for c in d.clock] == ["zone", "zone"]  # no clock going back by 8 h
+    assert all(c.seconds == 28800.0 for c in d.clock)

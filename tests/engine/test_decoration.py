@@ -1,9 +1,9 @@
 """A file's line decoration (engine/decoration.py): learned from the file, stripped before the headers."""
 
-from engine.decoration import learn
+from engine.decoration import learn, learn_job
 from engine.diagnose import diagnose
 from engine.headers import parse_header
-from engine.parse import parse_job
+from engine.parse import parse_job, parse_jobs
 from tests.helpers.jobs import write_failed_job
 
 QUOTED = [
@@ -51,9 +51,10 @@ def test_a_tag_every_line_repeats_is_stripped_unless_the_header_rules_read_it():
     assert parse_header(tagged[1], decoration=deco).message == "Last error:"
     assert learn([f"[rank0]: step {i}" for i in range(5)]) is None  # torchrun's prefix is the headers'
     assert learn([f"[INFO] step {i}" for i in range(5)]) is None
-    # a tag a date follows is the logger's own format (torchtitan's), learned in no file, so the job's
-    # rank files and a history console where other lines interleave give the same templates
-    assert learn([f"[titan] 2026-12-01 10:00:0{i},123 - root - INFO - step: {i}" for i in range(5)]) is None
+    # a tag a date follows (torchtitan's logger) is stripped too: the date and level under it are read
+    titan = [f"[titan] 2026-12-01 10:00:0{i},123 - root - INFO - step: {i}" for i in range(5)]
+    h = parse_header(titan[0], decoration=learn(titan))
+    assert h.ts == "2026-12-01T10:00:00.123000Z"
 
 
 def test_colour_codes_are_removed_wherever_they_are():
@@ -75,3 +76,46 @@ def test_a_quoted_paste_is_parsed_and_diagnosed_as_its_lines_say(tmp_path):
     assert any(t.first_seen == "2023-03-22T09:31:56.000000Z" for t in templates.values())
     d = diagnose(job)
     assert d.events[0].template.startswith("RuntimeError: CUDA error")
+
+
+def test_a_decoration_learned_in_one_file_is_stripped_where_other_files_of_the_job_carry_it():
+    rank = [f"[trainer0|0]:step {i} ok" for i in range(5)]
+    tagged = [f"[default{r}]:[trainer0|0]:step {i} ok" for i in range(3) for r in (0, 1)]
+    console = ["agent started", "agent: spawning", *tagged, "agent: worker exited", "agent: done"]
+    assert learn(console) is None  # launcher lines interleave: not on 90 % of its own lines
+    got = learn_job([rank, console, ["2024-01-01 10:00:00 plain history line"] * 5])
+    assert got[0] is not None and got[0].name == "constant-tag"
+    assert got[1] is not None and got[1].prefix == got[0].prefix  # the console's tagged lines, the same
+    read = parse_header(console[2], decoration=got[1])
+    assert read.message == parse_header(rank[0], decoration=got[0]).message
+    assert read.rank == 0  # the launcher's prefix stays read
+    assert got[2] is None  # a file whose lines do not carry it keeps them as they are
+
+
+def test_a_quoted_paste_beside_a_plain_one_strips_the_quote_in_the_paste_only():
+    plain = ["2023-03-22 09:31:56 iter 2990: loss 3.8853", ">>> import torch", "RuntimeError: boom",
+             "2023-03-22 09:31:57 iter 2991: loss 3.8", "done"]
+    got = learn_job([QUOTED, plain])
+    assert got[0] is not None and got[0].name == "markdown-quote"
+    assert got[1] is None  # one line in five starts with ">": no evidence of a quote in this file
+
+
+def test_colour_codes_one_file_shows_are_removed_in_every_file_of_the_job():
+    coloured = [f"\x1b[32m2024-05-01 10:00:0{i}\x1b[0m INFO step {i}" for i in range(4)]
+    later = ["2024-05-01 10:00:00 INFO start", *[f"2024-05-01 10:00:0{i} INFO step {i}" for i in range(4)]]
+    got = learn_job([coloured, later])
+    assert got[1] is not None and got[1].anywhere is not None and got[1].prefix is None
+
+
+def test_a_job_console_and_its_rank_files_share_their_templates(tmp_path):
+    rank = [f"[trainer0|0]:2024-05-01 10:00:0{i} step {i} ok" for i in range(6)]
+    tagged = [f"[default{r}]:[trainer0|0]:2024-05-01 10:00:0{i} step {i} ok"
+              for i in range(4) for r in (0, 1)]
+    console = ["agent started", "agent: spawning", *tagged, "agent: done", "agent: bye"]
+    rank.append("[trainer0|0]:RuntimeError: boom")
+    failed = write_failed_job(tmp_path / "failed", {"node0/rank0.log": rank})
+    hist = write_failed_job(tmp_path / "hist", {"node0/console.log": console})
+    job, history = parse_jobs([failed, hist])
+    shared = {t.template for t in history.templates}
+    step = next(t for t in job.templates if "step" in t.template)
+    assert step.template in shared and step.first_seen == "2024-05-01T10:00:00.000000Z"
