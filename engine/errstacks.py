@@ -44,19 +44,19 @@ class Reading:
 
 
 @lru_cache(maxsize=1)
-def _phrases() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+def _phrases() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     roles = load("severity")["roles"]
 
     def rx(key: str) -> re.Pattern[str]:
         return re.compile("|".join(f"(?:{p})" for p in roles.get(key, [])) or "(?!)")
 
-    return rx("introduces"), rx("continued"), rx("return_frame")
+    return rx("introduces"), rx("continued"), rx("return_frame"), rx("stack_header")
 
 
 def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
                 levels_of: dict[int, str | None], severity: dict[int, float]) -> Reading:
     """The stacks and abort reports among the candidates (`msgs`: their header-stripped messages)."""
-    intro, continued, frame = _phrases()
+    intro, continued, frame, header = _phrases()
     out = Reading()
     intros = {i for i in candidates if intro.search(msgs[i])}
     frames = {i for i in candidates if frame.search(msgs[i])}
@@ -71,7 +71,12 @@ def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
         at = {first: i for i, (first, _) in pos.items()}
         at_any = {**{last: i for i, (_, last) in pos.items()}, **at}
         for i in intros & pos.keys():
-            nxt = at_any.get(pos[i][0] + 1)
+            line = pos[i][0] + 1
+            nxt = at_any.get(line)
+            if nxt is not None and nxt in pool and header.search(msgs[nxt]):
+                out.context.add(nxt)  # the stack's header says where; the message is the line after it
+                line += 1
+                nxt = at_any.get(line)
             if nxt is not None and nxt in pool and nxt not in intros:
                 messages.add(nxt)
                 out.carried.setdefault(nxt, []).append(i)

@@ -32,6 +32,22 @@ def test_the_what_line_and_its_wrapped_body_hold_the_abort_s_message(tmp_path):
     assert roles.inherited[by_text["what():"]] >= sev[by_text["ed:"]]  # it weighs what its body says
 
 
+def test_the_stack_header_between_an_abort_and_its_what_line_is_no_message(tmp_path):
+    """c10's "Exception raised from … (most recent call first):" may come before the what() line (srun -l
+    task prefixes in front): it names where the error was raised, the what() line after it still holds
+    the message."""
+    lines = [f"{k % 8}: {line}" for k, line in enumerate(_routine(12))] + [f"4: {line}" for line in (
+        "terminate called after throwing an instance of 'c10::Error'",
+        "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 "
+        "(most recent call first):",
+        "  what():  CUDA error: an illegal memory access was encountered",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x1f851ed76494 in libc10.so)",
+    )] + ["srun: error: gpu-a254: task 4: Exited with exit code 1"]
+    job = write_failed_job(tmp_path / "j", {"host-a/worker.log": lines})
+    top = diagnose(job).events[0].template
+    assert "what():" in top and "illegal memory access" in top
+
+
 def test_a_terminate_line_with_no_message_after_it_stays_an_event(tmp_path):
     job = write_failed_job(tmp_path / "j", {"host-a/worker.log": _routine(12) + [
         "terminate called after throwing an instance of 'c10::Error'"]})
