@@ -10,6 +10,10 @@ Every test, without asking for it:
   with ``{**os.environ, ...}`` inherit them;
 - gets back, afterwards, the environment and working folder it started with, whatever the code under
   test changed (``load_dotenv()`` writes os.environ; a command may chdir).
+
+The files of a run are ordered longest first by tests/ci_durations.yaml (files it does not list run
+after the listed ones, in pytest's order): with ``--dist loadfile --no-loadscope-reorder`` (.ci/run)
+the two workers take the long files early and the short ones even out the end.
 """
 from __future__ import annotations
 
@@ -17,14 +21,30 @@ import itertools
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers.postgres import postgres_server, postgres_url  # noqa: F401 - pytest fixtures
 
 _KEEP = ("L4_TEST_",)
 _SCRUB = ("L4_", "SLACK_")
 _defaults = itertools.count()
+_DURATIONS = Path(__file__).with_name("ci_durations.yaml")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seconds = yaml.safe_load(_DURATIONS.read_text()) if _DURATIONS.exists() else {}
+    first_seen: dict[str, int] = {}
+    for item in items:
+        first_seen.setdefault(item.nodeid.split("::", 1)[0], len(first_seen))
+
+    def key(item: pytest.Item) -> tuple[float, int]:
+        name = item.nodeid.split("::", 1)[0]
+        return (-float(seconds.get(name, -1.0)), first_seen[name])
+
+    items.sort(key=key)  # stable: a file's tests keep their order
 
 
 @pytest.fixture(scope="session", autouse=True)
