@@ -165,9 +165,9 @@ def _helps(parser, prefix="l4"):  # noqa: ANN001, ANN202
 
 
 def test_help_texts_name_only_commands_that_exist() -> None:
-    helps = dict(_helps(build_parser()))
+    helps = dict(_helps(build_parser()))  # argparse wraps a help text at any space: read it as one line
     named = {m.group(1).split(" --")[0].strip() for text in helps.values()
-             for m in re.finditer(r"`(l4 [a-z][a-z ]*?)(?: [A-Z-][^`]*)?`", text.replace("\n", " "))}
+             for m in re.finditer(r"`(l4 [a-z][a-z ]*?)(?: [A-Z-][^`]*)?`", re.sub(r"\s+", " ", text))}
     assert named, "no command named in any help text"
     missing = sorted(c for c in named if c not in helps)
     assert missing == [], missing
