@@ -30,8 +30,9 @@ from engine.rules import load
 BODY_LINES = 3  # lines after a message that may continue it
 THROWN_SEVERITY = 0.6  # an abort with no what() line, after an error of its file, weighs at most this
 HEAD_MIN_SEVERITY = 0.5  # a stack's message is an alarming line (NCCL's INFO lines around it are not)
-_FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
-_ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
+# a Python or C++ stack frame, or a traceback's header (roles.py reads lines with these too)
+FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
+ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")  # a line that opens with an exception's name
 
 
 @dataclass
@@ -117,7 +118,7 @@ def _body(parsed: ParsedJob, m: int, line: int, at: dict[int, int], pool: set[in
         if i is None or i not in pool or i == m:
             return
         msg = msgs.get(i, "")
-        if (not msg.strip() or levels_of.get(i) is not None or _FRAME.match(msg) or _ERROR_LINE.match(msg)
+        if (not msg.strip() or levels_of.get(i) is not None or FRAME.match(msg) or ERROR_LINE.match(msg)
                 or any(rx.search(msg) for rx in stops) or parsed.templates[i].count > count):
             return
         out.context.add(i)

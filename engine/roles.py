@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.decoration import Decoration
-from engine.errstacks import THROWN_SEVERITY, read_stacks
+from engine.errstacks import ERROR_LINE, FRAME, THROWN_SEVERITY, read_stacks
 from engine.headers import parse_header
 from engine.launcher import first_failures
 from engine.masking import MASK
@@ -56,10 +56,8 @@ CODE_INDENT = 4  # traceback code lines are indented at least this much (frame l
 PASTE_TEMPLATES = 2  # a failed job of at most this many templates with words is a chosen excerpt
 PASTE_SEVERITY = 0.5  # ... whose lines weigh at least this when none of them is alarming
 _EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
-_ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")
 _WORD = re.compile(r"[A-Za-z]{3,}")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
-_FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
 
 
 @dataclass
@@ -138,7 +136,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
         raw = t.examples[0] if t.examples else t.template
         msg, indent = _message_and_indent(raw, decorated.get(i))
         msgs[i] = msg
-        if role is None and indent >= CODE_INDENT and not _ERROR_LINE.match(msg):
+        if role is None and indent >= CODE_INDENT and not ERROR_LINE.match(msg):
             role = CONTEXT
             indented.add(i)
         if role is None and label_rx.search(msg):
@@ -172,7 +170,7 @@ def _excerpt(parsed: ParsedJob, candidates: list[int], severity: dict[int, float
         return
     if any(severity.get(i, 0.0) >= PASTE_SEVERITY for i in candidates):
         return
-    if not any(_FRAME.match(msgs[i]) for i in candidates):
+    if not any(FRAME.match(msgs[i]) for i in candidates):
         for i in indented:
             if out.role.get(i) == CONTEXT:
                 del out.role[i]
@@ -300,7 +298,7 @@ def _exception_lines(parsed: ParsedJob, candidates: list[int], msgs: dict[int, s
         for i, (first, _) in pos.items():
             if (first > began and first - 1 in ends and i in msgs and i not in out.role and i not in body
                     and i not in heads and msgs[i].strip() and not msgs[i][:1].isspace()
-                    and not _FRAME.match(msgs[i])
+                    and not FRAME.match(msgs[i])
                     and parsed.templates[i].level is None):  # a logged line is no exception
                 out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
 
@@ -319,7 +317,7 @@ def _chain_causes(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str]
                     i = at.get(back)
                     if i is None or (i in msgs and not msgs[i].strip()):
                         continue  # a line of an event first seen earlier (blank lines): look further
-                    if i in pool and i not in out.role and i not in markers and not _FRAME.match(msgs[i]):
+                    if i in pool and i not in out.role and i not in markers and not FRAME.match(msgs[i]):
                         out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
                     break
 
