@@ -154,23 +154,16 @@ def test_a_later_wave_has_each_stage_besides_training_at_least_four_times(n: int
     assert all(stages.count(s) >= 4 for s in STAGES if s not in ("training", "unknown")), stages
 
 
-def test_the_test_halves_of_waves_2_to_5_are_held_out_from_stage_training():
-    """Every later wave's test half stays out of the stage model's training; a dev half trains once the
-    wave's first measurement is reported (wave 5's: on the session-7 starting engine, README)."""
-    rules = settings()["held_out"]
-    for n in (2, 3, 4, 5):
-        truths = [_truth(CORPUS / c) for c in _wave(n)]
-        assert truths and all(held_out(t, rules) == (t["split"] == "test") for t in truths), n
-
-
-def test_wave_6_is_held_out_whole_from_stage_and_root_learning():
-    """Public wave 6 (session 8) stays out of both learned models, dev half too, until the coordinator
-    has measured it; engine/bench/data/stage_learn.yaml and root_learn.yaml say so."""
+def test_the_test_halves_of_waves_2_to_6_are_held_out_from_stage_and_root_learning():
+    """Every later wave's test half stays out of the stage model's and the root model's training; a dev
+    half trains once the wave's first measurement is reported (wave 6's: on the session-8 starting
+    engine, README)."""
     from engine.bench import root_learn
-    truths = [_truth(CORPUS / c) for c in _wave(6)]
-    assert truths and {t["split"] for t in truths} == {"dev", "test"}
     for rules in (settings()["held_out"], root_learn.settings()["held_out"]):
-        assert all(held_out(t, rules) for t in truths)
+        for n in (2, 3, 4, 5, 6):
+            truths = [_truth(CORPUS / c) for c in _wave(n)]
+            assert truths and {t["split"] for t in truths} == {"dev", "test"}, n
+            assert all(held_out(t, rules) == (t["split"] == "test") for t in truths), n
 
 
 def test_the_corpus_evaluates():
