@@ -52,16 +52,22 @@ def ctime(t: float) -> str:
     return f"{DAYS[g.tm_wday]} {MONTHS[g.tm_mon - 1]} {g.tm_mday:2d} " + time.strftime("%H:%M:%S %Y", g)
 
 
-def stamps(t: float, boot: float) -> dict[str, str]:
-    """Every ${…} stamp placeholder of the wording files for one moment on one node's clock."""
-    return {
-        "ts": py(t),
-        "rts": raylet(t),
-        "sts": syslog(t),
-        "ets": glog(t),
-        "cts": cann(t),
-        "mts": cann(t),
-        "pts": cann(t),
-        "ats": iso(t),
-        "up": f"{t - boot:.6f}",
-    }
+STYLES = {
+    "ts": py,
+    "rts": raylet,
+    "sts": syslog,
+    "ets": glog,
+    "cts": cann,
+    "mts": cann,
+    "pts": cann,
+    "ats": iso,
+}
+
+
+def stamps(t: float, boot: float, template: str = "") -> dict[str, str]:
+    """The ${…} stamp placeholders of the wording files that `template` uses (all of them when it is
+    empty) for one moment on one node's clock; `up` is the kernel's seconds since boot."""
+    out = {k: f(t) for k, f in STYLES.items() if not template or "${" + k + "}" in template}
+    if not template or "${up}" in template:
+        out["up"] = f"{t - boot:.6f}"
+    return out

@@ -16,7 +16,7 @@ from engine.bench.othergen3.shapes import Files, render
 
 MODELS = ("llama-7b", "llama2-13b", "mixtral-8x7b", "qwen2-72b", "gpt-neox-20b", "falcon-40b")
 EPOCH_2026 = 1767225600
-MAX_RANKS = 96
+MAX_RANKS = 64
 
 
 def split_of(name: str) -> str:

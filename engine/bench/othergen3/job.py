@@ -145,16 +145,16 @@ class Builder:
     def time_of_step(self, step: int) -> float:
         return dict(self.step_times)[step]
 
-    def values(self, node: int, t: float, rank: Rank | None = None) -> dict:
+    def values(self, node: int, t: float, rank: Rank | None = None, template: str = "") -> dict:
         clock_t = self.spec.start + t + self.spec.skew.get(node, 0.0)
         v = dict(self.common)
-        v.update(clock.stamps(clock_t, self.boot[node]))
+        v.update(clock.stamps(clock_t, self.boot[node], template))
         v.update(
             host=self.spec.hosts[node],
             ip=self.spec.ips[node],
             node_id=self.node_ids[node],
             pid=rank.pid if rank else 1000 + node,
-            tid=self.rng.randint(281470000000000, 281479999999999),
+            tid=281470000000000 + (rank.pid if rank else node) * 7919,
             kpid=self.rng.randint(300, 99999),
             iface="ens5" if self.spec.shape == "sagemaker" else "eth0",
         )
@@ -190,7 +190,7 @@ class Builder:
     ) -> None:
         if t >= self.stop and not force:
             return
-        v = self.values(node, t, rank)
+        v = self.values(node, t, rank, template)
         if extra:
             v.update(extra)
         where.append(Line(t, _fill(template, v), label, key, err))
