@@ -169,6 +169,35 @@ def _partial(files: Files, rng: random.Random, fault: Fault | None, spec: Spec) 
     return out
 
 
+def _job(
+    dest: Path,
+    spec: Spec,
+    b: Builder,
+    job_id: str,
+    rng: random.Random,
+    *,
+    fault: Fault | None,
+    gz: bool,
+    crlf: bool,
+    rotate: bool,
+) -> Files:
+    """Render and write one job (failed when `fault` is given, else succeeded); return its files."""
+    files, nodes = render(spec, b.build())
+    meta = {"job_id": job_id, "status": "failed" if fault else "succeeded", "settings": spec.settings()}
+    _write(
+        dest,
+        files,
+        nodes,
+        meta,
+        rng,
+        partial=_partial(files, rng, fault, spec),
+        gz=gz,
+        crlf=crlf,
+        rotate=rotate,
+    )
+    return files
+
+
 def generate_case(out: Path, name: str, kind: Kind, rng: random.Random) -> Path:
     shape = rng.choice(kind.shapes)
     spec = make_spec(shape, kind, rng)
@@ -187,18 +216,8 @@ def generate_case(out: Path, name: str, kind: Kind, rng: random.Random) -> Path:
     b = Builder(spec, rng)
     fault = make_fault(kind, b, rng)
     b.strike(fault)
-    files, nodes = render(spec, b.build())
-    meta = {"job_id": f"{name}-failed", "status": "failed", "settings": spec.settings()}
-    _write(
-        case / "failed",
-        files,
-        nodes,
-        meta,
-        rng,
-        partial=_partial(files, rng, fault, spec),
-        gz=gz,
-        crlf=crlf,
-        rotate=rotate,
+    files = _job(
+        case / "failed", spec, b, f"{name}-failed", rng, fault=fault, gz=gz, crlf=crlf, rotate=rotate
     )
     for h in range(rng.randint(2, 3)):
         hspec = Spec(
@@ -212,16 +231,13 @@ def generate_case(out: Path, name: str, kind: Kind, rng: random.Random) -> Path:
         )
         if rng.random() < 0.3:
             hspec.skew = {rng.randrange(n): rng.uniform(-300, 300)}
-        hb = Builder(hspec, rng)
-        hfiles, hnodes = render(hspec, hb.build())
-        hmeta = {"job_id": f"{name}-ok{h}", "status": "succeeded", "settings": spec.settings()}
-        _write(
+        _job(
             case / "history" / f"ok{h}",
-            hfiles,
-            hnodes,
-            hmeta,
+            hspec,
+            Builder(hspec, rng),
+            f"{name}-ok{h}",
             rng,
-            partial=_partial(hfiles, rng, None, hspec),
+            fault=None,
             gz=gz,
             crlf=crlf,
             rotate=rotate,

@@ -548,35 +548,28 @@ class Builder:
             self.emit(
                 self.kernel[faulty.node], faulty.node, t, tpl, label=g.label, key=g.key, extra=ex, force=True
             )
-        elif g.where == "faulty_agent":
-            target = self.agent[faulty.node] if self.spec.shape == "msrun" else self.rank_lines[faulty.rank]
-            self.emit(
-                target,
-                faulty.node,
-                t,
-                tpl,
-                rank=faulty,
-                label=g.label,
-                key=g.key,
-                extra=ex,
-                force=True,
-                err=err,
-            )
         elif g.where == "launcher":
             self.emit(self.launcher, 0, t, tpl, label=g.label, key=g.key, extra=ex, force=True, err=err)
         else:
-            if g.where == "faulty_rank":
-                targets = [faulty]
+            if g.where == "faulty_agent":  # Ascend's plog; elsewhere the rank's own stderr
+                if self.spec.shape == "msrun":
+                    targets = [(self.agent[faulty.node], faulty)]
+                else:
+                    targets = [(self.rank_lines[faulty.rank], faulty)]
+            elif g.where == "faulty_rank":
+                targets = [(self.rank_lines[faulty.rank], faulty)]
             elif g.where == "all_ranks":
-                targets = self.ranks
+                targets = [(self.rank_lines[r.rank], r) for r in self.ranks]
             elif g.where == "other_ranks":
-                targets = [r for r in self.ranks if r.rank != faulty.rank]
+                targets = [(self.rank_lines[r.rank], r) for r in self.ranks if r.rank != faulty.rank]
             else:
-                targets = [r for r in self.ranks if r.local == 0 and r.node != faulty.node]
-            for r in targets:
+                targets = [
+                    (self.rank_lines[r.rank], r) for r in self.ranks if r.local == 0 and r.node != faulty.node
+                ]
+            for where, r in targets:
                 jitter = 0.0 if r is faulty else self.rng.uniform(0, 2)
                 self.emit(
-                    self.rank_lines[r.rank],
+                    where,
                     r.node,
                     t + jitter,
                     tpl,

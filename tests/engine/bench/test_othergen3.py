@@ -107,41 +107,16 @@ def test_flat_layout_maps_every_file_to_a_node(corpus: Path) -> None:
         assert mapped == {p.name for p in job.iterdir() if p.name != "job.json"}
 
 
+def _l4(*args: str) -> subprocess.CompletedProcess:
+    code = "from bot.cli import run; run()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+
+
 def test_cli_writes_a_corpus(tmp_path: Path) -> None:
     out = tmp_path / "c"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from bot.cli import run; run()",
-            "bench",
-            "othergen3",
-            str(out),
-            "--cases",
-            "1",
-            "--seed",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = _l4("bench", "othergen3", str(out), "--cases", "1", "--seed", "2")
     assert run.returncode == 0, run.stderr
     assert "generated 1 cases" in run.stdout
     assert len(case_dirs(out)) == 1
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from bot.cli import run; run()",
-            "bench",
-            "othergen3",
-            str(out),
-            "--cases",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = _l4("bench", "othergen3", str(out), "--cases", "0")
     assert bad.returncode == 2 and "--cases" in bad.stderr
