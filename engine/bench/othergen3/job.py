@@ -236,7 +236,7 @@ class Builder:
                 for r in self.ranks:
                     self.emit(self.launcher, 0, 1.0 + i + r.rank * 0.01, tpl, rank=r)
             else:
-                self.emit(self.launcher, 0, 1.0 + i, tpl)
+                self.emit(self.launcher, 0, 1.0 + i + self.rng.random() * 0.3, tpl)
 
     def _agents(self) -> None:
         shape = self.w["shapes"][self.spec.shape]
@@ -315,7 +315,7 @@ class Builder:
         shards = rng.randint(2, 6) if r.local == 0 else 1
         for _ in range(shards):
             t += rng.uniform(1, 8)
-            odd = rng.random() < 0.05  # a path with a latin-1 byte (not UTF-8)
+            odd = rng.random() < 0.02  # a path with a latin-1 byte (not UTF-8)
             folder = "caf" + chr(0xDCE9) if odd else "pile"
             path = f"/fsx/datasets/{folder}/shard-{rng.randint(0, 99999):05d}.jsonl"
             self.emit(out, r.node, t, ph["data_loading"][0], rank=r, extra={"sample_path": path})
