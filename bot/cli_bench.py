@@ -314,3 +314,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     from bot.cli_othergen2 import register as register_othergen2
 
     register_othergen2(bsub)
+    from bot.cli_othergen3 import register as register_othergen3
+
+    register_othergen3(bsub)
