@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from engine.clock import clock_notes, settle_years, settle_zones, timeline_trusted
-from engine.events import score_events, select_events
+from engine.events import MIN_SCORE, score_events, select_events
 from engine.executors import Executor
 from engine.filter import NormalPool, candidate_events, normal_pool
 from engine.hang import collect_hang, raise_culprits
@@ -34,7 +34,9 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     selected = select_events(scored)
     events = [_event(parsed, e.id, e.score, e.evidence) for e in selected]
     node_scores: dict[str, float] = {}
-    nodes = rank_nodes(parsed, candidates, scored, selected, top_k=top_nodes, all_scores=node_scores,
+    # events shown only because none reached the floor (select_events' fallback) are no node evidence
+    trusted = [e for e in selected if e.score >= MIN_SCORE]
+    nodes = rank_nodes(parsed, candidates, scored, trusted, top_k=top_nodes, all_scores=node_scores,
                        clock=clock)
     hang = collect_hang(parsed) if hang_evidence else None
     nodes = raise_culprits(nodes, hang, top_k=top_nodes)

@@ -22,6 +22,8 @@ MAX_EVENTS = 10
 MAX_ECHOES = 8
 MIN_SCORE = 0.35  # events below this are not worth an engineer's time
 RELATIVE = 0.5  # and neither are those far below the best one
+FALLBACK_EVENTS = 3  # when none reaches MIN_SCORE, the best ones still shown (a failed job has a cause)
+FALLBACK_SCORE = 0.2  # ... if they are at least this (a warning-level novel line), not mere noise
 CASCADE_FACTOR = 0.55
 CASCADE_SPEC = 0.25  # a cascade on few nodes is damped less, but stays below a root cause in sight
 ROOT_SEVERITY = 0.6  # a non-consequence event at least this severe is a root cause in sight
@@ -152,6 +154,8 @@ def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:
     top = scored[0].score
     floor = max(MIN_SCORE, RELATIVE * top)
     kept = [e for e in scored if e.score >= floor][:MAX_EVENTS]
+    if not kept:  # a failed job where nothing reaches the floor: its best few, not an empty answer
+        kept = [e for e in scored[:FALLBACK_EVENTS] if e.score >= max(FALLBACK_SCORE, RELATIVE * top)]
     if not any(e.role in (None, REPORT) and e.severity >= ROOT_SEVERITY for e in kept):
         return kept  # no root cause in sight: the echoes are the evidence
     out, echoes = [], 0

@@ -305,7 +305,7 @@ class _JobBuilder:
                 self.levels[cid] = info.level
             raw = scan.first_line[lid]
             line = raw.decode("utf-8", "replace")
-            self._add_example(stat, line)
+            self._add_example(stat, line.rstrip("\r"))  # a CRLF file's line end is not part of the line
             ts = timestamp(line, scan.year, decoration=scan.decoration) if may_hold_number(raw) else None
             if ts:
                 if stat.first_seen is None or ts < stat.first_seen:

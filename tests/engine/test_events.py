@@ -49,3 +49,26 @@ def test_last_words_of_their_own_cut_off_still_point_to_the_rank_that_died(tmp_p
     d = diagnose(job)
     assert "NCCL watchdog aborting" in d.events[0].template
     assert d.nodes[0].node == "node-5"
+
+
+def test_a_crlf_file_shows_its_lines_without_the_carriage_return(tmp_path):
+    job = tmp_path / "failed"
+    job.mkdir()
+    (job / "job.json").write_text(json.dumps({"job_id": "crlf", "status": "failed"}))
+    (job / "node-0").mkdir()
+    (job / "node-0" / "rank.log").write_bytes(
+        b"2024-05-01 10:00:00 INFO start\r\n2024-05-01 10:00:01 ERROR RuntimeError: disk gone\r\n")
+    d = diagnose(job)
+    assert d.events and all(not x.endswith("\r") for e in d.events for x in e.examples)
+    assert any("RuntimeError: disk gone" in x for e in d.events for x in e.examples)
+
+
+def test_a_job_whose_events_all_stay_below_the_floor_still_shows_its_best_few():
+    from engine.events import MIN_SCORE, ScoredEvent, select_events
+    weak = [ScoredEvent(id=i, score=s, severity=s, cascade=False)
+            for i, s in enumerate((0.3, 0.22, 0.21, 0.2))]
+    shown = select_events(weak)
+    assert [e.id for e in shown] == [0, 1, 2] and all(e.score < MIN_SCORE for e in shown)
+    assert select_events([ScoredEvent(id=0, score=0.1, severity=0.1, cascade=False)]) == []
+    strong = [ScoredEvent(id=0, score=0.9, severity=0.9, cascade=False), *weak]
+    assert [e.id for e in select_events(strong)] == [0]

@@ -119,6 +119,12 @@ LAUNCHER = [
      "[Rank 0] step=40"),
     ("10.0.0.3: RuntimeError: NCCL error", None, "ERROR", None, "RuntimeError: NCCL error"),
     ("(RayTrainWorker pid=1234, ip=10.0.0.1) ValueError: x", None, "ERROR", None, "ValueError: x"),
+    # SageMaker's MPI launcher tags each line with the host too
+    ("[1,mpirank:3,algo-2]<stderr>:OSError: Can't load tokenizer", None, "ERROR", 3,
+     "OSError: Can't load tokenizer"),
+    # Ray's own logger: "%(asctime)s\t%(levelname)s %(filename)s:%(lineno)s -- %(message)s"
+    ("2026-10-18 07:47:30,573\tWARNING worker.py:1462 -- The node with node id: 05e3 has been marked dead",
+     "2026-10-18T07:47:30.573000Z", "WARN", None, "The node with node id: 05e3 has been marked dead"),
     ("[Tue Nov 29 12:00:01 2024] NVRM: Xid (PCI:0000:06:00): 79",
      "2024-11-29T12:00:01.000000Z", "ERROR", None,
      "NVRM: Xid (PCI:0000:06:00): 79"),
