@@ -25,6 +25,7 @@ from engine.stage_model import (
     _stopwords,
     combined,
     evidence_from_dict,
+    fallback_stage,
     features,
     hint_features,
     load_model,
@@ -142,6 +143,30 @@ def test_combinations_and_timeline_kinds():
     assert timeline_stage("progress", {"progress": "training"}) == "training"
     with pytest.raises(ValueError):
         timeline_stage("progress+calendar", tl)
+
+
+def test_where_the_model_is_unsure_the_fallback_answers():
+    # below `fallback_below` the fallback's stage stands, above it the model's; no fallback stage: the model
+    assert combined("timeline", "init", None, "training", 0.3, 0.0, "data_loading", 0.4) == "data_loading"
+    assert combined("timeline", "init", None, "training", 0.5, 0.0, "data_loading", 0.4) == "training"
+    assert combined("timeline", "init", None, "training", 0.3, 0.0, None, 0.4) == "training"
+    # where a timeline shows, the rules
+    assert combined("timeline", "init", "init", "training", 0.3, 0.0, "data_loading", 0.4) == "init"
+    frames = [("/usr/lib/python3.10/os.py", "write", ""), ("train.py", "save_checkpoint", "")]
+    saving = Evidence(failure="OSError: x", after=[], before=[], n_before=0, timeline={}, frames=frames)
+    weak = Evidence(failure="OSError: x", after=[], before=[], n_before=0, timeline={},
+                    frames=[("/venv/site-packages/lightning/trainer.py", "fit", "")])
+    assert fallback_stage("frames", "init", saving) == "checkpointing"  # the stdlib frame names none
+    assert fallback_stage("frames", "init", weak) is None  # a trainer's fit holds every stage: weak
+    assert fallback_stage("frames+hints", "init", weak) is None  # "OSError: x" names no kind of error
+    nospace = Evidence(failure="OSError: [Errno 28] No space left on device", after=[], before=[], n_before=0,
+                       timeline={}, frames=weak.frames)
+    assert fallback_stage("frames+hints", "init", nospace) == "checkpointing"
+    assert fallback_stage("rules", "init", weak) == "init"
+    assert fallback_stage("rules", "unknown", weak) is None
+    assert fallback_stage("none", "init", saving) is None
+    with pytest.raises(ValueError):
+        fallback_stage("oracle", "init", saving)
 
 
 def _record(case: str, source: str, stage_: str) -> Record:
