@@ -135,6 +135,8 @@ def _rule_stage(parsed: ParsedJob, event_ids: list[int], trust_time: bool, faili
                 return framed[0], False
             local = log_stage(window) or _own_stream_stage(window) or _sibling_stage(parsed, where[0])
     progressed = progress_stage(window) if window is not None else None
+    if local is None and progressed not in (None, "training"):
+        local = progressed  # a bar whose words name a stage ("Running tokenizer on dataset: 9%") marks it
     position = local or progressed
     if died and position is not None:
         return position, False
@@ -327,9 +329,19 @@ def progress_stage(window: Window) -> str | None:
             for low, rx in _progress_evidence():
                 m = rx.search(part)
                 if m is not None and int(m.group("n")) >= low:
-                    named = stage_of_template(_message(part)[: m.start()] or part)
+                    named = stage_of_template(_progress_text(part, m.start()))
                     return named if named not in (None, "init") else "training"
     return None
+
+
+def _progress_text(part: str, at: int) -> str:
+    """The words before the progress number at `at`, without the line's header: they say what
+    progressed ("Running tokenizer on dataset: 9%|…| 280000/2969526 [29:55<"). A header the parser
+    finds after the number (a glog `[E …]` of an error glued to a tqdm bar) is not the bar's: then the
+    line's text up to the number."""
+    msg = _message(part)
+    head = len(part) - len(msg) if part.endswith(msg) else 0
+    return (part[head:at] if head <= at else part[:at]) or msg or part
 
 
 def _own_stream_stage(window: Window) -> str | None:

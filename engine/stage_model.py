@@ -10,7 +10,9 @@ product (no scikit-learn here).
 
 `decide` combines it with the rule stage the way leave-one-source-out cross-validation chose
 (the file's `combine`, `timeline` and `threshold`): where the job's own timeline shows a stage, the
-rules keep it; where only text exists, the model answers, `unknown` below the threshold.
+rules keep it; where only text exists, the model answers, `unknown` below the threshold. Where the
+model is unsure (below the file's `fallback_below`), its `fallback` answers instead: `frames`, the stage
+of the innermost strong frame rule of data/stages.yaml (`save_checkpoint`, `load_state_dict`, …).
 """
 
 from __future__ import annotations
@@ -192,6 +194,8 @@ class StageModel:
     threshold: float  # below this probability the model's answer is `unknown`
     combine: str  # how the model and the rules are combined (see `combined`)
     timeline: str = "progress"  # which timeline evidence lets the rules keep their answer (`timeline_stage`)
+    fallback: str = "none"  # what answers where the model is unsure (`fallback_stage`)
+    fallback_below: float = 0.0  # the model's probability below which it is unsure
 
     def probabilities(self, feats: set[str]) -> dict[str, float]:
         """P(stage | features): softmax of the intercept plus the weights of the features present."""
@@ -214,6 +218,7 @@ class StageModel:
     def to_dict(self) -> dict:
         return {"version": self.version, "classes": list(self.classes), "intercept": list(self.intercept),
                 "threshold": self.threshold, "combine": self.combine, "timeline": self.timeline,
+                "fallback": self.fallback, "fallback_below": self.fallback_below,
                 "weights": {f: list(w) for f, w in sorted(self.weights.items())}}
 
 
@@ -225,7 +230,8 @@ def model_from_dict(d: dict) -> StageModel:
     return StageModel(version=int(d["version"]), classes=classes,
                       intercept=tuple(float(x) for x in d["intercept"]), weights=weights,
                       threshold=float(d.get("threshold", 0.0)), combine=str(d.get("combine", "rules")),
-                      timeline=str(d.get("timeline", "progress")))
+                      timeline=str(d.get("timeline", "progress")), fallback=str(d.get("fallback", "none")),
+                      fallback_below=float(d.get("fallback_below", 0.0)))
 
 
 @lru_cache(maxsize=1)
@@ -241,11 +247,15 @@ COMBINATIONS = ("rules", "model", "timeline")
 
 
 def combined(how: str, rule: str, timeline_stage: str | None, predicted: str, prob: float,
-             threshold: float) -> str:
+             threshold: float, fallback: str | None = None, fallback_below: float = 0.0) -> str:
     """The stage a combination gives: `rules` (the rule stage alone), `model` (the model alone,
     `unknown` below `threshold`), `timeline` (the rule stage where the job's own timeline shows a
-    stage, `timeline_stage`, else the model as in `model`)."""
-    learned = predicted if prob >= threshold else UNKNOWN
+    stage, `timeline_stage`, else the model as in `model`). Where the model answers with a probability
+    below `fallback_below`, the `fallback` stage (`fallback_stage`) answers instead, when there is one."""
+    if prob < fallback_below and fallback not in (None, UNKNOWN):
+        learned = fallback
+    else:
+        learned = predicted if prob >= threshold else UNKNOWN
     if how == "rules":
         return rule
     if how == "model":
@@ -253,6 +263,27 @@ def combined(how: str, rule: str, timeline_stage: str | None, predicted: str, pr
     if how == "timeline":
         return rule if timeline_stage is not None else learned
     raise ValueError(f"unknown stage combination {how!r} (one of {', '.join(COMBINATIONS)})")
+
+
+FALLBACKS = ("none", "frames", "frames+hints", "rules")
+
+
+def fallback_stage(kind: str, rule: str, ev: Evidence | None) -> str | None:
+    """What answers where the model is unsure: `none` (nothing: the model's answer stands), `frames`
+    (the stage of the innermost frame a strong frame rule of data/stages.yaml knows: `save_checkpoint`,
+    `load_state_dict`, `__next__`, `init_process_group` …; a weak one, a trainer's `fit`, counts not),
+    `frames+hints` (those, else the stage the failure line's kind of error typically shows in,
+    data/stages.yaml `failure_hints`), `rules` (the rule stage). None: no fallback answer."""
+    if kind == "none":
+        return None
+    if kind == "rules":
+        return rule if rule != UNKNOWN else None
+    if kind in ("frames", "frames+hints"):
+        framed = frame_list_evidence(ev.frames[:MAX_FRAMES]) if ev is not None else None
+        if framed and not framed[1]:
+            return framed[0]
+        return failure_hint(ev.failure) if kind == "frames+hints" and ev is not None else None
+    raise ValueError(f"unknown stage fallback {kind!r} (one of {', '.join(FALLBACKS)})")
 
 
 TIMELINE_PARTS = ("progress", "log", "job", "init")
@@ -310,4 +341,5 @@ def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bo
     if model.combine == "timeline" and shown is not None:
         return rule
     predicted, prob = model.predict(features(ev))
-    return combined(model.combine, rule, shown, predicted, prob, model.threshold)
+    return combined(model.combine, rule, shown, predicted, prob, model.threshold,
+                    fallback_stage(model.fallback, rule, ev), model.fallback_below)

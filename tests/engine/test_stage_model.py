@@ -25,6 +25,7 @@ from engine.stage_model import (
     _stopwords,
     combined,
     evidence_from_dict,
+    fallback_stage,
     features,
     hint_features,
     load_model,
@@ -144,6 +145,30 @@ def test_combinations_and_timeline_kinds():
         timeline_stage("progress+calendar", tl)
 
 
+def test_where_the_model_is_unsure_the_fallback_answers():
+    # below `fallback_below` the fallback's stage stands, above it the model's; no fallback stage: the model
+    assert combined("timeline", "init", None, "training", 0.3, 0.0, "data_loading", 0.4) == "data_loading"
+    assert combined("timeline", "init", None, "training", 0.5, 0.0, "data_loading", 0.4) == "training"
+    assert combined("timeline", "init", None, "training", 0.3, 0.0, None, 0.4) == "training"
+    # where a timeline shows, the rules
+    assert combined("timeline", "init", "init", "training", 0.3, 0.0, "data_loading", 0.4) == "init"
+    frames = [("/usr/lib/python3.10/os.py", "write", ""), ("train.py", "save_checkpoint", "")]
+    saving = Evidence(failure="OSError: x", after=[], before=[], n_before=0, timeline={}, frames=frames)
+    weak = Evidence(failure="OSError: x", after=[], before=[], n_before=0, timeline={},
+                    frames=[("/venv/site-packages/lightning/trainer.py", "fit", "")])
+    assert fallback_stage("frames", "init", saving) == "checkpointing"  # the stdlib frame names none
+    assert fallback_stage("frames", "init", weak) is None  # a trainer's fit holds every stage: weak
+    assert fallback_stage("frames+hints", "init", weak) is None  # "OSError: x" names no kind of error
+    nospace = Evidence(failure="OSError: [Errno 28] No space left on device", after=[], before=[], n_before=0,
+                       timeline={}, frames=weak.frames)
+    assert fallback_stage("frames+hints", "init", nospace) == "checkpointing"
+    assert fallback_stage("rules", "init", weak) == "init"
+    assert fallback_stage("rules", "unknown", weak) is None
+    assert fallback_stage("none", "init", saving) is None
+    with pytest.raises(ValueError):
+        fallback_stage("oracle", "init", saving)
+
+
 def _record(case: str, source: str, stage_: str) -> Record:
     return Record(case=case, source=source, stage=stage_, rule=stage_, evidence=None)
 
@@ -195,6 +220,9 @@ def test_the_held_out_test_halves_are_never_read():
     assert held_out({"source": "github/a/b#1", "wave": 4, "split": "test"}, rules)
     assert not held_out({"source": "github/a/b#1", "split": "test"}, rules)  # the old public cases: both
     assert held_out({"source": "github/a/b#1", "wave": 3, "split": "test"}, rules)
+    # public wave 6 (session 8): held out whole, both halves, until it is measured
+    assert held_out({"source": "github/a/b#1", "wave": 6, "split": "dev"}, rules)
+    assert held_out({"source": "github/a/b#1", "wave": 6, "split": "test"}, rules)
     assert not held_out({"source": "github/a/b#1", "wave": 3, "split": "dev"}, rules)  # measured: trains
     names = {c.name for c, _ in usable_cases([REPO / "tests/fixtures/public_logs/_wave2"], rules)}
     index = json.loads((REPO / "tests/fixtures/public_logs/_wave2/cases.json").read_text())

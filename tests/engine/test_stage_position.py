@@ -200,3 +200,25 @@ def test_in_a_shared_console_another_ranks_open_save_is_not_the_failing_ranks(tm
     d = diagnose(_job(tmp_path / "j", {"node0/console.log": console}))
     assert d.events[0].template.startswith("RuntimeError: injected fault")
     assert d.stage == "training"
+
+
+def test_a_progress_bar_glued_to_a_later_error_keeps_its_own_words(tmp_path):
+    # public tokenize-30min-watchdog-allreduce-llamafactory-2424: the tokenizer's tqdm bar and the NCCL
+    # watchdog's glog line share one line; the bar's words say what progressed: the data set's map
+    bar = ("Running tokenizer on dataset:   9%|###   | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]"
+           "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
+           "1800328 milliseconds before timing out.")
+    d = diagnose(_job(tmp_path / "j", {"node0/console.log": [bar]}))
+    assert d.stage == "data_loading"
+
+
+def test_exit_handlers_and_interpreter_finalization_are_teardown(tmp_path):
+    # public wandb-atexit-bad-fd-after-run-gpt-neox-216 and gil-release-finalizing-sigabrt-after-run-spd-548
+    from engine.stage import frame_words_stage, stage_of_template
+
+    wandb = "/usr/local/lib/python3.8/dist-packages/wandb/sdk/wandb_run.py"
+    assert frame_words_stage("_atexit_cleanup", wandb) == "teardown"
+    assert stage_of_template("Python runtime state: finalizing (tstate=0x0000561c)") == "teardown"
+    megatron = "[before the start of training step] datetime: 2025-05-06 12:45:42"
+    assert stage_of_template(megatron) == "training"
