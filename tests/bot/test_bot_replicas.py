@@ -93,7 +93,7 @@ def test_two_bots_one_postgres(tmp_path: Path, postgres_url: str) -> None:
 
             def settled(s: FakeSlack) -> bool:
                 return all(answer_id(s, "C1", t) or _pointed(s, t) for t in threads)
-            slack.wait_for(settled, timeout=300)
+            slack.wait_for(settled)
             for link, ts in asked.items():
                 answered = [t for t in ts if answer_id(slack, "C1", t)]
                 assert len(answered) == 1, (link, answered)
@@ -108,12 +108,12 @@ def test_two_bots_one_postgres(tmp_path: Path, postgres_url: str) -> None:
             killed = [a.event(message_event("C2", DEV, f"failed: <{link}|r>"))["event"]["ts"]
                       for link in slow.values()]
             paths = {f"/reports/{k}" for k in slow}
-            slack.wait_for(lambda s: {r.path for r in srv.seen("/reports/")} >= paths, timeout=240)
+            slack.wait_for(lambda s: {r.path for r in srv.seen("/reports/")} >= paths)
             a.kill()
             died = time.time()
             for k in range(11, 15):
                 _report(srv, www, k, 0)
-            slack.wait_for(lambda s: all(answer_id(s, "C2", t) for t in killed), timeout=300)
+            slack.wait_for(lambda s: all(answer_id(s, "C2", t) for t in killed))
             answered_after = time.time() - died
             resumed = [c for c in slack.calls_to("chat.update") if c.params.get("channel") == "C2"
                        and "resumed after the bot restarted" in str(c.params)]
@@ -121,7 +121,7 @@ def test_two_bots_one_postgres(tmp_path: Path, postgres_url: str) -> None:
             taken_over = min(c.at for c in resumed) - died
             assert taken_over < LEASE, taken_over
             print(f"kill -9: taken over in {taken_over:.1f} s, 4 answered in {answered_after:.1f} s")
-            assert b.terminate(timeout=240)[0] == 0  # a loaded machine takes a while to exit
+            assert b.terminate()[0] == 0  # a loaded machine takes a while to exit
         finally:
             a.stop()
             b.stop()
