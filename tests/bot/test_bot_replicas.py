@@ -22,6 +22,7 @@ from tests.helpers.http_server import HttpServer
 from tests.helpers.jobs import publish_gz
 from tests.helpers.slack_bot import BotProcess, answer_id
 from tests.helpers.slack_requests import message_event
+from tests.helpers.wait import WAIT
 
 DEV = "UDEV0001"
 LEASE = 15.0  # L4_LEASE_SECONDS of both bots: renewed (and dead bots looked for) every 5 s
@@ -100,7 +101,7 @@ def test_two_bots_one_postgres(tmp_path: Path, postgres_url: str) -> None:
                 assert all(_pointed(slack, t) for t in ts if t not in answered)
 
             # a digest run both bots were up for: one posts it, the other finds it posted
-            shared = _run_of_both(a, b, both_up, timeout=120)
+            shared = _run_of_both(a, b, both_up, timeout=WAIT)
             assert shared is not None, (a.stderr()[-2000:], b.stderr()[-2000:])
 
             # kill -9 bot a while it runs 4 analyses: bot b takes them over within the lease
