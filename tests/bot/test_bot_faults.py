@@ -18,11 +18,10 @@ from tests.helpers.http_server import HttpServer
 from tests.helpers.jobs import publish_gz
 from tests.helpers.slack_bot import BotProcess, answer_id, thread_answer
 from tests.helpers.slack_requests import message_event
-from tests.helpers.wait import WAIT
 
 DEV = "UDEV0001"
 T = TypeVar("T")
-SLOW_SECONDS = WAIT  # a report server this slow holds an analysis until the test lets it go
+SLOW_SECONDS = 60.0  # a report server this slow holds an analysis until the test lets it go
 
 
 @pytest.fixture
