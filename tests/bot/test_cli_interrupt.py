@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from engine.executors import PARALLEL_MIN_BYTES
-from tests.helpers.wait import WAIT
+from tests.helpers.wait import WAIT, wait_for
 
 FILES = 16
 
@@ -47,13 +47,25 @@ def _workers(proc: subprocess.Popen, want: int = 2, timeout: float = WAIT) -> li
     while time.monotonic() < deadline:
         kids = [k for k in parent.children(recursive=True) if k.is_running()]
         if len(kids) >= want:
-            time.sleep(0.5)  # let them start on their files
+            # and they run: their initializer made them ignore Ctrl-C (seconds on a loaded machine)
+            wait_for(lambda started=kids: sum(_ignores_sigint(k) for k in started) >= want,
+                     what="the workers' initializer")
             return parent.children(recursive=True)
         if proc.poll() is not None:
             break
         time.sleep(0.05)
     proc.kill()
     pytest.fail(f"no pool workers appeared (exit {proc.poll()}): {proc.stderr.read()[-500:]}")
+
+
+def _ignores_sigint(proc: psutil.Process) -> bool:
+    """Whether the process ignores SIGINT yet (the SigIgn mask of /proc/PID/status); a gone one does."""
+    try:
+        with open(f"/proc/{proc.pid}/status") as fh:
+            mask = next(line for line in fh if line.startswith("SigIgn:")).split()[1]
+    except (OSError, StopIteration):
+        return True
+    return bool(int(mask, 16) & (1 << (signal.SIGINT - 1)))
 
 
 def _gone(procs: list[psutil.Process], timeout: float = WAIT) -> list[int]:
