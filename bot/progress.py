@@ -104,13 +104,21 @@ def wants_progress(fmt: str, stream: IO[str] | None = None) -> bool:
         return False
 
 
+def line_seconds() -> float:
+    """Seconds between two plain progress lines: ``L4_PROGRESS_SECONDS`` (default 5; a bad value is
+    a ConfigError, one line)."""
+    from bot.config import _positive
+
+    return _positive("L4_PROGRESS_SECONDS", 5.0, float)
+
+
 @contextmanager
 def diagnose_progress(enabled: bool, console: Console | None = None
                       ) -> Iterator[DiagnoseProgress | LineProgress]:
     """A progress callback for triage/parse: the bar when ``enabled`` (removed on exit), else
-    plain lines every few seconds."""
+    plain lines every ``line_seconds()``."""
     if not enabled:
-        yield LineProgress()
+        yield LineProgress(every=line_seconds())
         return
     bar = DiagnoseProgress(console or Console(stderr=True))
     try:

@@ -4,6 +4,8 @@ the isolation that lets the suite run on several pytest-xdist workers at once (R
 Every test, without asking for it:
 - starts from an environment without the developer's L4_* and SLACK_* variables (L4_TEST_* stay: they
   configure the tests themselves), so a shell's L4_DATABASE_URL or token never reaches a test;
+- has no plain progress line of `l4 diagnose` on stderr (``L4_PROGRESS_SECONDS`` is an hour), so the
+  lines a test counts do not depend on how loaded the machine is;
 - has the defaults that would otherwise be shared files (the knowledge base in
   ``user_data_dir("l4")``, the job and bench cache in ``~/.cache/l4``) pointed at folders of its own,
   created only when the code under test writes there; the CLI and bot subprocesses a test starts
@@ -65,6 +67,7 @@ def _isolated_defaults(_no_developer_settings: None, tmp_path_factory: pytest.Te
     own = tmp_path_factory.getbasetemp() / "defaults" / f"{next(_defaults)}-{name}"
     os.environ["XDG_DATA_HOME"] = str(own / "data")  # kb.db.database_url()'s default folder
     os.environ["L4_CACHE_DIR"] = str(own / "cache")  # instead of ~/.cache/l4
+    os.environ["L4_PROGRESS_SECONDS"] = "3600"  # no `l4: 1/3 files read` line in stderr on a slow machine
     yield
     if os.getcwd() != cwd:
         os.chdir(cwd)

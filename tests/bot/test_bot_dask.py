@@ -20,6 +20,7 @@ from tests.bot.test_bot_faults import _rows  # noqa: E402
 from tests.helpers.jobs import make_job  # noqa: E402
 from tests.helpers.slack_bot import BotHarness, thread_answer  # noqa: E402
 from tests.helpers.slack_requests import message_event  # noqa: E402
+from tests.helpers.wait import WAIT, wait_for  # noqa: E402
 
 DEV = "UDEV0001"
 JOBS = 10
@@ -76,16 +77,6 @@ def _analyses_on_scheduler(client) -> int:
     return client.run_on_scheduler(count)
 
 
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _most_at_once(spans: list[dict], start: str, end: str) -> int:
     """The most spans [start, end) open at one time."""
     edges = sorted([(s[start], 1) for s in spans] + [(s[end], -1) for s in spans], key=lambda e: (e[0], e[1]))
@@ -104,7 +95,7 @@ def _summaries(bot: BotHarness, channel: str) -> list:
 def test_ten_requests_at_once_are_all_in_flight_on_the_cluster(cluster, client, log_root, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="l4.cluster")
     with BotHarness(tmp_path, log_root=log_root, dask_scheduler=cluster.scheduler_address,
-                    dask_max_analyses=JOBS, analysis_timeout=60) as bot:
+                    dask_max_analyses=JOBS, analysis_timeout=WAIT) as bot:
         # the workers take no task until all ten requests were sent: the bot submitting them at once
         # is what is measured, not how fast the requests arrive
         _set_status(client, Status.paused)
@@ -113,9 +104,9 @@ def test_ten_requests_at_once_are_all_in_flight_on_the_cluster(cluster, client, 
             ev = message_event(f"C{k:02d}", DEV, f"job-{k:04d} failed")
             assert bot.event(ev).status == 200
             threads[f"C{k:02d}"] = ev["ts"]
-        _wait(lambda: _analyses_on_scheduler(client) == JOBS, 60, "ten analyses on the scheduler")
+        wait_for(lambda: _analyses_on_scheduler(client) == JOBS, what="ten analyses on the scheduler")
         _set_status(client, Status.running)
-        _wait(lambda: all(_summaries(bot, ch) for ch in threads), 120, "ten summaries")
+        wait_for(lambda: all(_summaries(bot, ch) for ch in threads), what="ten summaries")
         time.sleep(0.3)  # an answer posted twice would show now
         for ch, ts in threads.items():
             assert len(_summaries(bot, ch)) == 1, ch
@@ -137,14 +128,14 @@ def test_past_the_budget_the_future_is_cancelled(cluster, client, log_root, tmp_
                     analysis_timeout=1.5) as bot:
         # every worker thread is busy, so the analysis waits on the cluster past its budget
         # (a paused worker can still be handed a task the scheduler queued before it knew)
-        blockers = client.map(time.sleep, [20] * 10, pure=False)
-        _wait(lambda: sum(f.status == "pending" for f in blockers) == 10 and
-              client.run_on_scheduler(_busy_threads) >= 10, 30, "every worker thread busy")
+        blockers = client.map(time.sleep, [120] * 10, pure=False)
+        wait_for(lambda: sum(f.status == "pending" for f in blockers) == 10 and
+                 client.run_on_scheduler(_busy_threads) >= 10, what="every worker thread busy")
         ev = message_event("C1", DEV, "job-0001 failed")
         bot.event(ev)
-        line = bot.wait_update_containing("stopped after 1.5 s", timeout=30)
+        line = bot.wait_update_containing("stopped after 1.5 s")
         assert "job-0001" in str(line.params)
-        _wait(lambda: _analyses_on_scheduler(client) == 0, 30, "the cancelled task to leave the scheduler")
+        wait_for(lambda: _analyses_on_scheduler(client) == 0, what="the cancelled task off the scheduler")
         client.cancel(blockers)
     assert _rows(tmp_path, DiagnosisRecord) == []
 
@@ -152,11 +143,11 @@ def test_past_the_budget_the_future_is_cancelled(cluster, client, log_root, tmp_
 def test_an_unreachable_scheduler_is_one_line_and_the_request_stays_queued(log_root, tmp_path):
     with BotHarness(tmp_path, log_root=log_root, dask_scheduler=UNREACHABLE, dask_connect_timeout=1) as bot:
         bot.event(message_event("C1", DEV, "job-0001 failed"))
-        update = bot.wait_update_containing("unreachable", timeout=30)
+        update = bot.wait_update_containing("unreachable")
         text = str(update.params.get("text"))
         assert "Dask scheduler tcp://127.0.0.1:9 unreachable" in text and "\n" not in text
         assert "resumes when the bot restarts" in text
-        assert bot.services.diagnoser.wait_idle(10)
+        assert bot.services.diagnoser.wait_idle(WAIT)
     rows = _rows(tmp_path, BotRequest)
     assert [r.state for r in rows] == ["queued"]  # the next start resumes it
     assert _rows(tmp_path, DiagnosisRecord) == []
@@ -170,13 +161,13 @@ def test_a_scheduler_lost_mid_analysis_falls_back_to_this_machine(log_root, tmp_
     try:
         with distributed.Client(own, set_as_default=False) as c, \
                 BotHarness(tmp_path, log_root=log_root, dask_scheduler=own.scheduler_address,
-                           dask_fallback="local", analysis_timeout=90) as bot:
+                           dask_fallback="local", analysis_timeout=WAIT) as bot:
             _set_status(c, Status.paused)
             ev = message_event("C1", DEV, "job-0002 failed")
             bot.event(ev)
-            _wait(lambda: _analyses_on_scheduler(c) == 1, 60, "the analysis on the scheduler")
+            wait_for(lambda: _analyses_on_scheduler(c) == 1, what="the analysis on the scheduler")
             own.close()  # the scheduler goes away while the analysis waits for a worker
-            summary = bot.wait_summary("job-0002", timeout=90)
+            summary = bot.wait_summary("job-0002")
             assert summary.params["channel"] == "C1"
     finally:
         own.close()

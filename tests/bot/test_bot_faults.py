@@ -89,7 +89,7 @@ def test_http_mode_slack_faults_and_redeliveries(tmp_path: Path, jobs: Path):
             bot.deliver(bodies[0], retry=1)  # redelivered twice (X-Slack-Retry-Num): one analysis
             bot.deliver(bodies[0], retry=2)
             threads = [b["event"]["ts"] for b in bodies]
-            slack.wait_for(lambda s: all(answer_id(s, "C1", t) for t in threads), timeout=240)
+            slack.wait_for(lambda s: all(answer_id(s, "C1", t) for t in threads))
             assert bot.terminate()[0] == 0  # drains: what is answered is recorded as done
         finally:
             bot.stop()
@@ -113,17 +113,17 @@ def test_socket_mode_redelivery_kill_9_and_sigterm_lose_nothing(tmp_path: Path, 
             body = bot.event(message_event("C1", DEV, "job-0001 failed"))
             bot.deliver(body, retry=1)
             first = body["event"]["ts"]
-            slack.wait_for(lambda s: answer_id(s, "C1", first) is not None, timeout=60)
+            slack.wait_for(lambda s: answer_id(s, "C1", first) is not None)
 
             # kill -9 while 5 analyses run, then start again: all 5 threads get their summary
             killed = [bot.event(message_event("C2", DEV, f"died: <{link}|r>"))["event"]["ts"]
                       for link in _reports(srv, www, 11, 5, SLOW_SECONDS)]
             srv_seen = lambda n: len(srv.seen("/reports/1")) >= n  # noqa: E731
-            slack.wait_for(lambda s: srv_seen(5), timeout=60)
+            slack.wait_for(lambda s: srv_seen(5))
             bot.kill()
             _reports(srv, www, 11, 5, 0)
             bot.start()
-            slack.wait_for(lambda s: all(answer_id(s, "C2", t) for t in killed), timeout=240)
+            slack.wait_for(lambda s: all(answer_id(s, "C2", t) for t in killed))
             resumed = [c for c in slack.calls_to("chat.update")
                        if "resumed after the bot restarted" in str(c.params)]
             assert len(resumed) >= 5
@@ -132,15 +132,17 @@ def test_socket_mode_redelivery_kill_9_and_sigterm_lose_nothing(tmp_path: Path, 
             # and the next start finishes them
             drained = [bot.event(message_event("C3", DEV, f"died: <{link}|r>"))["event"]["ts"]
                        for link in _reports(srv, www, 21, 5, SLOW_SECONDS)]
-            slack.wait_for(lambda s: len(srv.seen("/reports/2")) >= 5, timeout=60)
+            slack.wait_for(lambda s: len(srv.seen("/reports/2")) >= 5)
             code, seconds = bot.terminate()
-            assert code == 0 and seconds < 2 + 15, (code, seconds)
+            # the grace of L4_DRAIN_SECONDS=2, not the analyses' end (SLOW_SECONDS away), however loaded
+            assert code == 0 and seconds < SLOW_SECONDS / 2, (code, seconds)
+            assert "running analyses get 2 s to finish" in bot.stderr()
             for t in drained:
                 msg = [m for m in slack.thread("C3", t) if m.get("bot_id")][-1]
                 assert "resumes when it is back" in str(msg["blocks"])
             _reports(srv, www, 21, 5, 0)
             bot.start()
-            slack.wait_for(lambda s: all(answer_id(s, "C3", t) for t in drained), timeout=240)
+            slack.wait_for(lambda s: all(answer_id(s, "C3", t) for t in drained))
             assert bot.terminate()[0] == 0
         finally:
             bot.stop()

@@ -22,6 +22,7 @@ from tests.helpers.http_server import HttpServer
 from tests.helpers.jobs import publish_gz
 from tests.helpers.slack_bot import BotProcess, answer_id
 from tests.helpers.slack_requests import message_event
+from tests.helpers.wait import WAIT
 
 DEV = "UDEV0001"
 LEASE = 15.0  # L4_LEASE_SECONDS of both bots: renewed (and dead bots looked for) every 5 s
@@ -93,14 +94,14 @@ def test_two_bots_one_postgres(tmp_path: Path, postgres_url: str) -> None:
 
             def settled(s: FakeSlack) -> bool:
                 return all(answer_id(s, "C1", t) or _pointed(s, t) for t in threads)
-            slack.wait_for(settled, timeout=300)
+            slack.wait_for(settled)
             for link, ts in asked.items():
                 answered = [t for t in ts if answer_id(slack, "C1", t)]
                 assert len(answered) == 1, (link, answered)
                 assert all(_pointed(slack, t) for t in ts if t not in answered)
 
             # a digest run both bots were up for: one posts it, the other finds it posted
-            shared = _run_of_both(a, b, both_up, timeout=120)
+            shared = _run_of_both(a, b, both_up, timeout=WAIT)
             assert shared is not None, (a.stderr()[-2000:], b.stderr()[-2000:])
 
             # kill -9 bot a while it runs 4 analyses: bot b takes them over within the lease
@@ -108,12 +109,12 @@ def test_two_bots_one_postgres(tmp_path: Path, postgres_url: str) -> None:
             killed = [a.event(message_event("C2", DEV, f"failed: <{link}|r>"))["event"]["ts"]
                       for link in slow.values()]
             paths = {f"/reports/{k}" for k in slow}
-            slack.wait_for(lambda s: {r.path for r in srv.seen("/reports/")} >= paths, timeout=240)
+            slack.wait_for(lambda s: {r.path for r in srv.seen("/reports/")} >= paths)
             a.kill()
             died = time.time()
             for k in range(11, 15):
                 _report(srv, www, k, 0)
-            slack.wait_for(lambda s: all(answer_id(s, "C2", t) for t in killed), timeout=300)
+            slack.wait_for(lambda s: all(answer_id(s, "C2", t) for t in killed))
             answered_after = time.time() - died
             resumed = [c for c in slack.calls_to("chat.update") if c.params.get("channel") == "C2"
                        and "resumed after the bot restarted" in str(c.params)]
@@ -121,7 +122,7 @@ def test_two_bots_one_postgres(tmp_path: Path, postgres_url: str) -> None:
             taken_over = min(c.at for c in resumed) - died
             assert taken_over < LEASE, taken_over
             print(f"kill -9: taken over in {taken_over:.1f} s, 4 answered in {answered_after:.1f} s")
-            assert b.terminate(timeout=240)[0] == 0  # a loaded machine takes a while to exit
+            assert b.terminate()[0] == 0  # a loaded machine takes a while to exit
         finally:
             a.stop()
             b.stop()

@@ -4,13 +4,14 @@ import subprocess
 import sys
 
 from tests.helpers.jobs import make_job
+from tests.helpers.wait import WAIT
 
 
 def run_l4(*args, env=None, db=None):
     full_env = {**os.environ, **(env or {})}
     full_env.setdefault("L4_DATABASE_URL", f"sqlite:///{db}" if db else "sqlite://")
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=full_env, timeout=300
+        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=full_env, timeout=WAIT
     )
 
 

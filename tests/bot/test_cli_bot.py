@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.bot.slack.conftest import fault_job
 from tests.helpers.fake_slack import FakeSlack
 from tests.helpers.slack_requests import event_body, message_event, post_signed
+from tests.helpers.wait import WAIT
 
 SECRET = "cli-secret"
 
@@ -40,12 +41,12 @@ def test_http_mode_serves_signed_events(tmp_path: Path):
             url = f"http://127.0.0.1:{m.group(1)}/slack/events"
             assert post_signed(url, "wrong", event_body(message_event("C1", "U1", "job-0007"))).status == 401
             assert post_signed(url, SECRET, event_body(message_event("C1", "U1", "job-0007"))).status == 200
-            slack.wait_for_call("chat.update", timeout=60,
+            slack.wait_for_call("chat.update",
                                 where=lambda c: "L4 diagnosis of job-0007" in str(c.params))
             assert len(slack.calls_to("chat.postMessage")) == 1
         finally:
             proc.terminate()
-            proc.wait(timeout=20)
+            proc.wait(timeout=WAIT)
 
 
 def test_missing_configuration_is_one_line(tmp_path: Path):
@@ -55,7 +56,7 @@ def test_missing_configuration_is_one_line(tmp_path: Path):
         for k in [k for k, v in base.items() if v == ""]:
             del base[k]
         return subprocess.run([sys.executable, "-m", "bot.cli", "bot", *args], env=base, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=WAIT)
 
     r = run("--http", "--port", "0")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "SLACK_SIGNING_SECRET" in r.stderr

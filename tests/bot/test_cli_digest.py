@@ -11,6 +11,7 @@ import pytest
 
 from tests.helpers import digest_seed, png
 from tests.helpers.fake_slack import FakeSlack
+from tests.helpers.wait import WAIT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,7 @@ def l4(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProces
     full = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "L4_"))}
     full.update(env, PYTHONPATH=str(REPO))
     return subprocess.run([sys.executable, "-m", "bot.cli", "digest", *args], capture_output=True, text=True,
-                          env=full, cwd=cwd, timeout=120)
+                          env=full, cwd=cwd, timeout=WAIT)
 
 
 def test_text_json_and_png(db_url, tmp_path) -> None:

@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from engine.executors import PARALLEL_MIN_BYTES
+from tests.helpers.wait import WAIT, wait_for
 
 FILES = 16
 
@@ -39,14 +40,16 @@ def _start(job: Path, tmp_path: Path) -> subprocess.Popen:
                             start_new_session=True)  # its own process group, as in a terminal
 
 
-def _workers(proc: subprocess.Popen, want: int = 2, timeout: float = 240.0) -> list[psutil.Process]:
+def _workers(proc: subprocess.Popen, want: int = 2, timeout: float = WAIT) -> list[psutil.Process]:
     """The pool's worker processes, once `want` of them run."""
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         kids = [k for k in parent.children(recursive=True) if k.is_running()]
         if len(kids) >= want:
-            time.sleep(0.5)  # let them start on their files
+            # and they run: their initializer made them ignore Ctrl-C (seconds on a loaded machine)
+            wait_for(lambda started=kids: sum(_ignores_sigint(k) for k in started) >= want,
+                     what="the workers' initializer")
             return parent.children(recursive=True)
         if proc.poll() is not None:
             break
@@ -55,7 +58,17 @@ def _workers(proc: subprocess.Popen, want: int = 2, timeout: float = 240.0) -> l
     pytest.fail(f"no pool workers appeared (exit {proc.poll()}): {proc.stderr.read()[-500:]}")
 
 
-def _gone(procs: list[psutil.Process], timeout: float = 10.0) -> list[int]:
+def _ignores_sigint(proc: psutil.Process) -> bool:
+    """Whether the process ignores SIGINT yet (the SigIgn mask of /proc/PID/status); a gone one does."""
+    try:
+        with open(f"/proc/{proc.pid}/status") as fh:
+            mask = next(line for line in fh if line.startswith("SigIgn:")).split()[1]
+    except (OSError, StopIteration):
+        return True
+    return bool(int(mask, 16) & (1 << (signal.SIGINT - 1)))
+
+
+def _gone(procs: list[psutil.Process], timeout: float = WAIT) -> list[int]:
     deadline = time.monotonic() + timeout
     alive = procs
     while time.monotonic() < deadline:
@@ -83,7 +96,7 @@ def test_an_interrupt_stops_the_pool_with_one_line(big_job: Path, tmp_path: Path
     else:
         os.kill(proc.pid, sig)  # SIGTERM from a supervisor: the parent only
     try:
-        out, err = proc.communicate(timeout=30)  # a hang fails here
+        out, err = proc.communicate(timeout=WAIT)  # a hang fails here
     finally:
         proc.kill()
     assert proc.returncode == code, err
@@ -98,7 +111,7 @@ def test_workers_die_with_a_killed_parent(big_job: Path, tmp_path: Path) -> None
     proc = _start(big_job, tmp_path)
     workers = _workers(proc)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=WAIT)
     assert _gone(workers) == []
 
 
@@ -129,7 +142,7 @@ def test_an_interrupt_inside_code_run_from_a_string_still_exits_130(tmp_path: Pa
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(repo)])}
     proc = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], capture_output=True, text=True,
-                          timeout=60, env=env, preexec_fn=_sigint_as_in_a_terminal)
+                          timeout=WAIT, env=env, preexec_fn=_sigint_as_in_a_terminal)
     assert proc.stderr.splitlines() == ["l4: interrupted (SIGINT); stopped"]
     if ending == "run":
         assert proc.returncode == 130, proc.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,8 +17,10 @@ from tests.bot.slack.conftest import fault_job
 from tests.helpers.fake_slack import FakeSlack
 from tests.helpers.slack_bot import BotProcess, answer_id
 from tests.helpers.slack_requests import message_event
+from tests.helpers.wait import WAIT, wait_for
 
-IDLE_STOP = 25.0  # seconds: an idle bot exits on SIGTERM well within the default L4_DRAIN_SECONDS
+DRAIN = str(int(WAIT))  # L4_DRAIN_SECONDS of these bots: an idle one must not wait it out on SIGTERM
+IDLE_STOP = WAIT / 2  # seconds: an idle bot exits on SIGTERM well within its L4_DRAIN_SECONDS
 
 
 def _get(url: str) -> tuple[int, str, str]:
@@ -82,36 +83,34 @@ def test_the_bot_serves_health_and_metrics_in_both_modes(tmp_path: Path) -> None
     jobs = tmp_path / "jobs"
     fault_job(jobs / "job-0001", fault_node=1)
     with FakeSlack() as slack:
-        bot = BotProcess(slack, tmp_path, log_root=jobs)
-        bot.start(timeout=180)
+        bot = BotProcess(slack, tmp_path, log_root=jobs, L4_DRAIN_SECONDS=DRAIN)
+        bot.start()
         try:
             base = bot.url.rsplit("/slack/events", 1)[0]
             status, _, body = _get(base + "/healthz")
             assert status == 200 and json.loads(body)["slack"] == "connected", body
             ts = bot.event(message_event("C1", "UDEV0001", "job-0001 failed"))["event"]["ts"]
-            slack.wait_for(lambda s: answer_id(s, "C1", ts) is not None, timeout=180)
+            slack.wait_for(lambda s: answer_id(s, "C1", ts) is not None)
             metrics = _get(base + "/metrics")[2]
             assert 'l4_requests_total{decision="accepted"} 1.0' in metrics
             assert 'l4_analyses_total{outcome="stored"} 1.0' in metrics
             assert "l4_analysis_seconds_count 1.0" in metrics
-            deadline = time.monotonic() + 180  # finished once its plots are uploaded too
-            while "l4_queue_depth 0.0" not in metrics and time.monotonic() < deadline:
-                time.sleep(0.2)
-                metrics = _get(base + "/metrics")[2]
-            assert "l4_queue_depth 0.0" in metrics
-            code, took = bot.terminate(timeout=240)
+            # finished once its plots are uploaded too
+            wait_for(lambda: "l4_queue_depth 0.0" in _get(base + "/metrics")[2], what="queue depth 0")
+            code, took = bot.terminate()
             assert code == 0 and took < IDLE_STOP, took  # idle: nothing to drain
         finally:
             bot.stop()
 
         port = _free_port()
-        sock = BotProcess(slack, tmp_path, log_root=jobs, mode="socket", L4_HEALTH_PORT=str(port))
-        sock.start(timeout=180)
+        sock = BotProcess(slack, tmp_path, log_root=jobs, mode="socket", L4_HEALTH_PORT=str(port),
+                          L4_DRAIN_SECONDS=DRAIN)
+        sock.start()
         try:
             status, _, body = _get(f"http://127.0.0.1:{port}/healthz")
             assert status == 200 and json.loads(body) == {"database": "ok", "slack": "connected",
                                                           "queue_depth": 0, "status": "ok"}
-            code, took = sock.terminate(timeout=240)
+            code, took = sock.terminate()
             assert code == 0 and took < IDLE_STOP, took
         finally:
             sock.stop()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from tests.helpers.jobs import insert_lines, make_job
+from tests.helpers.wait import WAIT
 
 NOISE = "NCCL WARN NET/IB : Got completion with error {n} during {op} of store key"
 
@@ -14,7 +15,7 @@ NOISE = "NCCL WARN NET/IB : Got completion with error {n} during {op} of store k
 def _l4(*args: str, db) -> subprocess.CompletedProcess:  # noqa: ANN001
     env = {**os.environ, "L4_DATABASE_URL": f"sqlite:///{db}"}
     return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=env, timeout=WAIT)
 
 
 def _noise(ops: list[str]):  # noqa: ANN202

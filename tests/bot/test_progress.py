@@ -14,6 +14,7 @@ from rich.console import Console
 
 from bot.progress import diagnose_progress, wants_progress
 from tests.helpers.jobs import make_job
+from tests.helpers.wait import WAIT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,7 @@ def _run(job: Path, fmt: str, tmp_path: Path, *, tty: bool) -> tuple[int, str, s
            "TERM": "xterm", "COLUMNS": "120"}
     cmd = [sys.executable, "-m", "bot.cli", "diagnose", str(job), "--no-match", "--format", fmt]
     if not tty:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=WAIT)
         return r.returncode, r.stdout, r.stderr
     master, slave = pty.openpty()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, env=env, text=True)
@@ -47,7 +48,7 @@ def _run(job: Path, fmt: str, tmp_path: Path, *, tty: bool) -> tuple[int, str, s
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=WAIT)
     reader.join(timeout=10)
     os.close(master)
     return proc.returncode, out, b"".join(chunks).decode("utf-8", "replace")
@@ -82,8 +83,21 @@ def test_lines_every_few_seconds_when_no_bar_is_drawn(monkeypatch) -> None:
     cb.fetched(5_000_000, None)
     assert buf.getvalue().splitlines() == ["l4: 2/10 files read, 60.0 MB (10.0 MB/s, 6 s)",
                                            "l4: downloaded 5.0 MB"]
+    monkeypatch.delenv("L4_PROGRESS_SECONDS")  # tests/conftest.py sets an hour
     with diagnose_progress(False) as plain:
-        assert isinstance(plain, progress.LineProgress)
+        assert isinstance(plain, progress.LineProgress) and plain._every == 5.0
+
+
+def test_the_line_interval_comes_from_the_environment(monkeypatch) -> None:
+    import bot.progress as progress
+    from bot.config import ConfigError
+
+    monkeypatch.setenv("L4_PROGRESS_SECONDS", "0.5")
+    with diagnose_progress(False) as plain:
+        assert plain._every == 0.5
+    monkeypatch.setenv("L4_PROGRESS_SECONDS", "soon")
+    with pytest.raises(ConfigError, match="L4_PROGRESS_SECONDS must be a number"):
+        progress.line_seconds()
 
 
 def test_callback_draws_files_and_bytes() -> None:

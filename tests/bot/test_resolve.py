@@ -17,6 +17,7 @@ from bot.sources.netguard import Refused
 from engine.ingest import JobError
 from tests.helpers.http_server import HttpServer
 from tests.helpers.jobs import make_job, publish_gz
+from tests.helpers.wait import WAIT
 
 SCHEMA = json.loads(resources.files("engine").joinpath("data", "diagnosis.v1.schema.json").read_text())
 REPORT = {
@@ -38,7 +39,7 @@ def settings_for(tmp_path: Path, srv: HttpServer, **overrides) -> Settings:
 def run_l4(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     full = {**os.environ, "L4_DATABASE_URL": "sqlite://", **env}
     return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=full,
-                          timeout=120)
+                          timeout=WAIT)
 
 
 def test_folder_and_job_id_refs(tmp_path: Path) -> None:

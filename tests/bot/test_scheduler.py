@@ -25,6 +25,7 @@ from bot.config import ConfigError, Settings
 from kb.db import database_url, make_engine
 from tests.helpers import digest_seed
 from tests.helpers.fake_slack import FakeSlack
+from tests.helpers.wait import WAIT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,8 +97,8 @@ def test_scheduled_digest_posts_and_survives_a_restart(db_url, slack, tmp_path) 
         first.shutdown(wait=True)
         first = sched.start_digest_scheduler(settings, client, trigger=IntervalTrigger(seconds=1))
         assert [j.id for j in first.get_jobs()] == [sched.DIGEST_JOB_ID]
-        posts = slack.wait_for_call("chat.postMessage", timeout=20)
-        slack.wait_for_call("files.completeUploadExternal", timeout=20)
+        posts = slack.wait_for_call("chat.postMessage")
+        slack.wait_for_call("files.completeUploadExternal")
         assert posts[0].params["channel"] == "C0DIGEST"
         assert any("GPU has fallen off the bus" in t for t in slack.texts())
         (up,) = [u for u in slack.uploads.values() if u.completed][:1]
@@ -115,14 +116,14 @@ def test_scheduled_digest_posts_and_survives_a_restart(db_url, slack, tmp_path) 
               "from bot.config import Settings; from bot.scheduler import build_scheduler, DIGEST_JOB_ID\n"
               "s = build_scheduler(Settings.from_env()); s.start()\n"
               "print('job', s.get_job(DIGEST_JOB_ID).func_ref, flush=True)\n"
-              "time.sleep(60)\n")
+              "time.sleep(3600)\n")  # killed once it posted
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        slack.wait_for_call("chat.postMessage", count=done + 1, timeout=40)
+        slack.wait_for_call("chat.postMessage", count=done + 1)
     finally:
         proc.kill()
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=WAIT)
     assert f"job {sched.JOB_FUNC}" in out
     assert "xoxb" not in err
 
@@ -176,7 +177,7 @@ def _posts_after_start(settings: Settings, slack: FakeSlack, expect: int) -> tup
     scheduler = sched.start_digest_scheduler(settings, sched.web_client(settings))
     try:
         if expect:
-            slack.wait_for_call("chat.postMessage", count=expect, timeout=30)
+            slack.wait_for_call("chat.postMessage", count=expect)
         time.sleep(1.5)
         job = scheduler.get_job(sched.DIGEST_JOB_ID)
         return len(slack.calls_to("chat.postMessage")), job.next_run_time

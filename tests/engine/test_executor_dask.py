@@ -18,6 +18,7 @@ from engine.ingest import JobError, RankFile, discover  # noqa: E402
 from engine.job_analysis import analyse_job  # noqa: E402
 from engine.parse import parse_jobs  # noqa: E402
 from tests.helpers.dying_worker import scan_or_die_once  # noqa: E402
+from tests.helpers.wait import WAIT  # noqa: E402
 
 UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
 
@@ -104,7 +105,7 @@ def test_cli_dask_flag_unreachable_exits_2_with_one_line(cases, tmp_path):
            "L4_DASK_CONNECT_TIMEOUT": "1"}
     out = subprocess.run([sys.executable, "-m", "bot.cli", "diagnose", str(cases[0] / "failed"), "--dask",
                           UNREACHABLE, "--format", "json"], capture_output=True, text=True, env=env,
-                         timeout=120)
+                         timeout=WAIT)
     assert out.returncode == 2
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "unreachable" in lines[0]

@@ -37,6 +37,7 @@ from engine.stage_model import (
     words,
 )
 from tests.helpers.jobs import write_failed_job
+from tests.helpers.wait import WAIT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -247,11 +248,11 @@ def test_the_training_command_runs_on_a_tiny_corpus(tmp_path):
                "    store = TCPStore(host, port)", "RuntimeError: Address already in use"])
     out = tmp_path / "model.json"
     run = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "stage-model", "train", str(cases),
-                          "-o", str(out)], capture_output=True, text=True, cwd=REPO, timeout=300)
+                          "-o", str(out)], capture_output=True, text=True, cwd=REPO, timeout=WAIT)
     assert run.returncode == 0, run.stderr
     assert "leave-one-source-out" in run.stdout and "6 cases scored, 6 sources" in run.stdout
     model = model_from_dict(json.loads(out.read_text()))
     assert set(model.classes) == {"checkpointing", "init"}
     bad = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "stage-model", "cv",
-                          str(tmp_path / "nope")], capture_output=True, text=True, cwd=REPO, timeout=120)
+                          str(tmp_path / "nope")], capture_output=True, text=True, cwd=REPO, timeout=WAIT)
     assert bad.returncode == 2 and "no such file or folder" in bad.stderr

@@ -6,7 +6,9 @@ that on pytest-xdist's ``--dist loadfile`` no long file starts last and keeps on
     .venv/bin/python -m tests.helpers.ci_durations /tmp/run.xml > tests/ci_durations.yaml
 
 ``--replay`` prints instead what the two orders give on two workers for that run (each worker takes
-the next file when it is free): xdist's by-test-count order against the longest-first one.
+the next file when it is free): xdist's by-test-count order against the longest-first one, and the
+longest-first order on three workers (an upper bound of what `-n 3` gains: on two cores a third
+worker also slows the other two wherever they compute rather than wait).
 
 A file missing from the table (a new one) runs after the listed ones; a stale table only makes the
 order worse, never a test wrong.
@@ -59,7 +61,8 @@ def main(argv: list[str]) -> int:
         longest = sorted(per, key=lambda n: -per[n])
         print(f"{sum(count.values())} tests, {total:.0f} s in all, half {total / 2:.0f} s, longest file "
               f"{max(per.values()):.0f} s; two workers: by test count {makespan(by_count, per):.0f} s, "
-              f"longest first {makespan(longest, per):.0f} s")
+              f"longest first {makespan(longest, per):.0f} s; three workers, longest first: "
+              f"{makespan(longest, per, 3):.0f} s (if a third worker slowed none of the others)")
         return 0
     print("# seconds per test file of one whole run (tests/helpers/ci_durations.py); longest first")
     for name, secs in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])):

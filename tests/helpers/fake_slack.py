@@ -35,6 +35,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.helpers.wait import WAIT
+
 BOT_USER_ID = "UBOT0001"
 BOT_ID = "BBOT0001"
 TEAM_ID = "T0000TEST"
@@ -101,6 +103,7 @@ class FakeSlack:
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}  # (channel, ts) -> last version
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
+        self._server.block_on_close = False  # stop() does not wait out the answers delayed on purpose
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._ws_clients: list[_WsPeer] = []
         self._ws_server = _WsServer(self)
@@ -135,7 +138,7 @@ class FakeSlack:
         host, port = self._ws_server.server_address[:2]
         return f"ws://{host}:{port}/link/?ticket=test"
 
-    def socket_send(self, envelope: dict[str, Any], timeout: float = 30.0) -> None:
+    def socket_send(self, envelope: dict[str, Any], timeout: float = WAIT) -> None:
         """Push a Socket Mode envelope (``{"envelope_id", "type", "payload", ...}``) to every client
         connected (waiting for one to connect)."""
         self.wait_for(lambda s: bool(s._ws_clients), timeout)
@@ -201,8 +204,9 @@ class FakeSlack:
         with self._lock:
             return [c for c in self.calls if c.method == method]
 
-    def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = 30.0) -> None:
-        """Block until ``predicate(self)`` holds (checked after every call), or raise TimeoutError."""
+    def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = WAIT) -> None:
+        """Block until ``predicate(self)`` holds (checked after every call), or raise TimeoutError
+        (the deadline: tests/helpers/wait.py)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
@@ -219,7 +223,7 @@ class FakeSlack:
                                        f"calls: {[c.method for c in self.calls]}")
                 self._cond.wait(min(left, 0.2))
 
-    def wait_for_call(self, method: str, count: int = 1, timeout: float = 30.0,
+    def wait_for_call(self, method: str, count: int = 1, timeout: float = WAIT,
                       where: Callable[[Call], bool] | None = None) -> list[Call]:
         """Wait until ``count`` calls of ``method`` (matching ``where``) were made; return them."""
         def matching(s: FakeSlack) -> list[Call]:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.wait import WAIT
+
 
 def _find_pg_bin() -> Path | None:
     found = shutil.which("initdb")
@@ -52,7 +54,7 @@ class _PgCluster:
         full = list(cmd)
         if self.run_as:
             full = ["runuser", "-u", self.run_as, "--", *full]
-        return subprocess.run(full, capture_output=True, text=True, timeout=120, cwd=self.dir)
+        return subprocess.run(full, capture_output=True, text=True, timeout=WAIT, cwd=self.dir)
 
     def start(self) -> None:
         r = self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "l4",

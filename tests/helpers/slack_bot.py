@@ -34,6 +34,7 @@ from bot.serve import http_server
 from bot.slack.client import make_web_client
 from tests.helpers.fake_slack import Call, FakeSlack
 from tests.helpers.slack_requests import Reply, block_action, event_body, post_signed, view_submission
+from tests.helpers.wait import WAIT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,7 +99,7 @@ class BotHarness:
         msg = self.slack.messages.get((str(update.params["channel"]), str(update.params["ts"])))
         return msg.get("thread_ts") if msg else None
 
-    def wait_summary(self, job: str, timeout: float = 60.0) -> Call:
+    def wait_summary(self, job: str, timeout: float = WAIT) -> Call:
         """The chat.update that put the final summary (with buttons) of ``job`` in its thread."""
         def is_summary(c: Call) -> bool:
             blocks = c.params.get("blocks") or []
@@ -106,11 +107,11 @@ class BotHarness:
                     and f"L4 diagnosis of {job}" in str(blocks[0].get("text", {}).get("text")))
         return self.slack.wait_for_call("chat.update", where=is_summary, timeout=timeout)[-1]
 
-    def wait_update_containing(self, needle: str, timeout: float = 60.0) -> Call:
+    def wait_update_containing(self, needle: str, timeout: float = WAIT) -> Call:
         return self.slack.wait_for_call("chat.update", timeout=timeout,
                                         where=lambda c: needle in str(c.params))[-1]
 
-    def wait_post_containing(self, needle: str, timeout: float = 30.0) -> Call:
+    def wait_post_containing(self, needle: str, timeout: float = WAIT) -> Call:
         return self.slack.wait_for_call("chat.postMessage", timeout=timeout,
                                         where=lambda c: needle in str(c.params))[-1]
 
@@ -135,7 +136,7 @@ class BotProcess:
         self.proc: subprocess.Popen | None = None
         self.url = ""
 
-    def start(self, timeout: float = 90.0) -> BotProcess:
+    def start(self, timeout: float = WAIT) -> BotProcess:
         args = [sys.executable, "-m", "bot.cli", "bot"]
         args += ["--http", "--port", "0"] if self.mode == "http" else []
         connects = len(self.slack.calls_to("socket_mode.connect"))
@@ -182,9 +183,9 @@ class BotProcess:
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
+        self.proc.wait(WAIT)
 
-    def terminate(self, timeout: float = 60.0) -> tuple[int, float]:
+    def terminate(self, timeout: float = WAIT) -> tuple[int, float]:
         """SIGTERM; the exit code and the seconds it took to exit."""
         assert self.proc is not None
         started = time.monotonic()
@@ -195,7 +196,7 @@ class BotProcess:
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait(30)
+            self.proc.wait(WAIT)
 
 
 ANSWER_ID = re.compile(r"diagnosis #(\d+)")

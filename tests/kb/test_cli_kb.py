@@ -12,6 +12,7 @@ from bot.cli_kb import register
 from engine.model import Diagnosis, Event, ParsedJob, TemplateStat
 from kb import db as kbdb
 from kb import diagnoses
+from tests.helpers.wait import WAIT
 
 
 @pytest.fixture
@@ -215,7 +216,7 @@ def test_a_bad_regex_is_one_line_without_re2_log_noise(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"id": "my-pattern", "title": "t", "category": "platform",
                                     "signature": ["(unclosed"]}))
     r = subprocess.run([sys.executable, "-m", "bot.cli", "patterns", "add", "--file", str(path)],
-                       capture_output=True, text=True, timeout=60,
+                       capture_output=True, text=True, timeout=WAIT,
                        env={**__import__("os").environ, "L4_DATABASE_URL": f"sqlite:///{tmp_path / 'k.db'}"})
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "does not compile under RE2" in r.stderr and "missing )" in r.stderr and "re2.cc" not in r.stderr

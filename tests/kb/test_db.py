@@ -12,6 +12,7 @@ from engine.model import Diagnosis, Match, NodeFinding
 from kb import db as kbdb
 from kb import diagnoses, feedback
 from kb.models import DiagnosisRecord, FaultPattern, Feedback, NodeIncident
+from tests.helpers.wait import WAIT
 
 
 def test_default_url_is_sqlite_in_user_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -87,7 +88,7 @@ def test_eight_concurrent_writers_lose_nothing(engine) -> None:  # noqa: ANN001
     for th in threads:
         th.start()
     for th in threads:
-        th.join(timeout=120)
+        th.join(timeout=WAIT)
     assert not errors, errors[:3]
     total = threads_n * per_thread
     with kbdb.session(engine) as s:

@@ -11,6 +11,7 @@ import pytest
 from kb import KbError, library
 from kb.bench_library import DEFAULT_FILE, evaluate, load_field_lines, split_of
 from kb.matcher import Matcher
+from tests.helpers.wait import WAIT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,12 +57,12 @@ def test_library_meets_the_field_floors_on_both_halves() -> None:
 
 def test_bench_command_reports_json(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "kb.bench_library", "--json", "--split", "test"],
-                         cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+                         cwd=REPO, capture_output=True, text=True, timeout=WAIT, check=True)
     report = json.loads(out.stdout)
     assert set(report["splits"]) == {"test"}
     assert report["splits"]["test"]["n"] >= 70
     bad = tmp_path / "x.jsonl"
     bad.write_text("[]\n", encoding="utf-8")
     res = subprocess.run([sys.executable, "-m", "kb.bench_library", "--file", str(bad)],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+                         cwd=REPO, capture_output=True, text=True, timeout=WAIT)
     assert res.returncode == 2 and res.stderr.startswith("error:") and len(res.stderr.splitlines()) == 1

@@ -12,6 +12,7 @@ from tests.helpers.http_server import HttpServer
 from tests.helpers.jobs import publish_gz
 from tests.helpers.slack_bot import BotHarness, thread_answer
 from tests.helpers.slack_requests import message_event
+from tests.helpers.wait import WAIT
 
 DEV = "UDEV0001"
 
@@ -28,11 +29,11 @@ def test_an_analysis_over_budget_is_stopped_and_the_next_one_runs(tmp_path: Path
             threads = [message_event("C1", DEV, f"died: <{srv.url(f'/reports/{k}')}|r>") for k in (1, 2)]
             for ev in threads:
                 bot.event(ev)
-            bot.slack.wait_for(lambda s: all(thread_answer(s, "C1", ev["ts"]) for ev in threads), timeout=120)
+            bot.slack.wait_for(lambda s: all(thread_answer(s, "C1", ev["ts"]) for ev in threads))
             for ev in threads:
                 text = thread_answer(bot.slack, "C1", ev["ts"])["text"]
                 assert "stopped after 2 s" in text and "l4 diagnose" in text and "\n" not in text
-            assert bot.services.diagnoser.wait_idle(30)
+            assert bot.services.diagnoser.wait_idle(WAIT)
             assert len(srv.seen("/reports/")) == 2  # each was asked for once: no retry of a timed-out job
 
 
@@ -46,12 +47,12 @@ def test_an_analysis_process_that_dies_is_tried_again(tmp_path: Path, log_root: 
                         cache_dir=str(tmp_path / "cache")) as bot:
             ev = message_event("C1", DEV, f"died: <{srv.url('/reports/1')}|r>")
             bot.event(ev)
-            bot.slack.wait_for(lambda s: len(srv.seen("/reports/")) == 1, timeout=60)
+            bot.slack.wait_for(lambda s: len(srv.seen("/reports/")) == 1)
             runner = bot.services.diagnoser.runner
             (pid,) = runner.pids
             srv.route("/reports/1", body=report, content_type="application/json")
             os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer would
-            summary = bot.wait_summary("job-0042", timeout=120)
+            summary = bot.wait_summary("job-0042")
             assert bot.thread_of(summary) == ev["ts"]
             retried = bot.wait_update_containing("the analysis process died")
             assert "SIGKILL" in str(retried.params) and "attempt 2 of 3" in str(retried.params)

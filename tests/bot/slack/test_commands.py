@@ -5,6 +5,7 @@ from pathlib import Path
 
 from tests.helpers.slack_bot import SECRET, BotHarness
 from tests.helpers.slack_requests import post_signed, slash_command
+from tests.helpers.wait import WAIT
 
 DEV = "UDEV0001"
 
@@ -41,7 +42,7 @@ def test_diagnose_in_a_channel_the_bot_is_not_in(tmp_path: Path, log_root: Path)
         assert _command(bot, "diagnose job-0001", channel="CNOPE").status == 200
         (said,) = bot.slack.wait_for_call("response_url")
         assert "not_in_channel" in said.params["text"] and "/invite" in said.params["text"]
-        assert bot.services.diagnoser.wait_idle(5)
+        assert bot.services.diagnoser.wait_idle(WAIT)
         assert not bot.services.diagnoser.inflight.running()
 
 

@@ -15,6 +15,7 @@ from kb import db as kbdb
 from kb import requests
 from kb.models import BotRequest, DiagnosisRecord
 from tests.helpers.fake_slack import FakeSlack
+from tests.helpers.wait import WAIT
 
 
 def _settings(slack: FakeSlack, tmp_path: Path, log_root: Path, **kw: object) -> Settings:
@@ -60,7 +61,7 @@ def test_busy_queue_drain_tells_the_queued_and_a_restart_resumes_them(tmp_path: 
         after = Diagnoser(settings, make_web_client(settings))  # the next start: analyses in processes
         try:
             assert after.resume() == 1
-            assert after.wait_idle(60)
+            assert after.wait_idle(WAIT)
             final = slack.messages[("C1", queued.message_ts)]
             assert "L4 diagnosis of job-0002" in str(final["blocks"])  # the same message, answered
             assert _rows(after)["job-0002"].state == "done"
@@ -84,7 +85,7 @@ def test_cut_off_requests_are_delivered_rerun_or_given_up(tmp_path: Path, log_ro
         engine = kbdb.open_db(settings.database_url)
         first = Diagnoser(settings, make_web_client(settings), run_triage=triage, engine=engine)
         done = first.request("job-0001", "C1", "1.1")
-        assert isinstance(done, Accepted) and first.wait_idle(60)
+        assert isinstance(done, Accepted) and first.wait_idle(WAIT)
         first.shutdown()
         dead = "nohost:1:dead"
         with kbdb.session(engine) as s:
@@ -101,7 +102,7 @@ def test_cut_off_requests_are_delivered_rerun_or_given_up(tmp_path: Path, log_ro
         again = Diagnoser(settings, make_web_client(settings), run_triage=counting, engine=engine)
         try:
             assert again.resume() == 3
-            assert again.wait_idle(60)
+            assert again.wait_idle(WAIT)
         finally:
             again.shutdown()
         assert calls == ["job-0002"]  # the stored one was delivered, the given-up one not run

@@ -46,7 +46,7 @@ def test_job_json_job_id_labels_the_job_and_never_names_it(tmp_path: Path, log_r
         assert "j" * 201 not in json.dumps(second.params)
         bot.click("l4_report", second, "UDEV0001")
         bot.slack.wait_for(lambda s: any(u.completed and u.filename.endswith(".html")
-                                         for u in s.uploads.values()), timeout=120)
+                                         for u in s.uploads.values()))
         (up,) = [u for u in bot.slack.uploads.values() if u.filename.endswith(".html")]
         assert up.title == "L4 report: job-0101" and up.filename.startswith("l4-job-0101-")
         with kbdb.session(bot.services.knowledge.engine) as s:

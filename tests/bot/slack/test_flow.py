@@ -17,6 +17,7 @@ from tests.helpers.fake_slack import BOT_ID, BOT_USER_ID
 from tests.helpers.jobs import make_job
 from tests.helpers.slack_bot import SECRET, BotHarness
 from tests.helpers.slack_requests import event_body, mention_event, message_event, post_signed
+from tests.helpers.wait import WAIT
 
 SRE = "USRE0001"
 GROUP_SRE = "USRE0002"
@@ -172,7 +173,7 @@ def test_same_job_twice_while_running_is_one_analysis(tmp_path: Path, log_root: 
         assert f"/archives/C1/p{first['ts'].replace('.', '')}" in pointer.params["text"]
         gate.set()
         bot.wait_summary("job-0001")
-        assert bot.services.diagnoser.wait_idle(30)
+        assert bot.services.diagnoser.wait_idle(WAIT)
         assert calls == ["job-0001"]
         # once finished, asking again runs a new analysis
         bot.event(message_event("C1", DEV, "job-0001 again?"))
@@ -190,11 +191,11 @@ def test_replies_in_the_thread_of_a_diagnosis_start_nothing_unless_asked(tmp_pat
         first = message_event("C1", DEV, "job-0001 failed")
         bot.event(first)
         bot.wait_summary("job-0001")
-        assert bot.services.diagnoser.wait_idle(30)
+        assert bot.services.diagnoser.wait_idle(WAIT)
         bot.event(message_event("C1", SRE, "job-0001 ran on the bad rack", thread_ts=first["ts"]))
         bot.event(message_event("C1", SRE, "and job-0002 too?", thread_ts=first["ts"]))  # a new job: runs
         bot.slack.wait_for(lambda s: len(calls) == 2)
-        assert bot.services.diagnoser.wait_idle(30)
+        assert bot.services.diagnoser.wait_idle(WAIT)
         assert calls == ["job-0001", "job-0002"]
         bot.event(mention_event("C1", SRE, f"<@{BOT_USER_ID}> job-0001 once more", thread_ts=first["ts"]))
         bot.slack.wait_for(lambda s: len(calls) == 3)
@@ -210,7 +211,7 @@ def test_ignores_bots_own_edits_and_subtypes(tmp_path: Path, log_root: Path):
         bot.event(message_event("C1", DEV, f"<@{BOT_USER_ID}> job-0001"))  # left to app_mention
         bot.event(mention_event("C1", DEV, f"<@{BOT_USER_ID}> what's up?"))
         bot.wait_post_containing("Give me a job ID")
-        assert bot.services.diagnoser.wait_idle(5)
+        assert bot.services.diagnoser.wait_idle(WAIT)
         assert not [c for c in bot.slack.calls_to("chat.postMessage") if "Diagnosing" in str(c.params)]
         bot.event(mention_event("C1", DEV, f"<@{BOT_USER_ID}> please look at job-0002"))
         bot.wait_summary("job-0002")
@@ -237,7 +238,7 @@ def test_unknown_job_and_link_handling(tmp_path: Path, log_root: Path):
         bot.event(message_event("C1", DEV, "see <https://elsewhere.example/r/1|this>"))
         bot.event(message_event("C1", DEV, "see <https://reports.example.com/r/7|report 7>"))
         bot.wait_update_containing("cannot fetch https://reports.example.com/r/7")
-        assert bot.services.diagnoser.wait_idle(30)
+        assert bot.services.diagnoser.wait_idle(WAIT)
         assert asked == ["job-9999", "https://reports.example.com/r/7"]
         assert "elsewhere" not in json.dumps([c.params for c in bot.slack.calls])
 
@@ -271,7 +272,7 @@ def test_bad_signature_is_refused(tmp_path: Path, log_root: Path):
         assert post_signed(bot.url, SECRET, body, signature="v0=" + "0" * 64).status == 401
         assert post_signed(bot.url, SECRET, body, timestamp=1).status == 401  # replayed, 1970
         assert _announce_huge_body(bot.url) == 413  # refused before anything reads the body
-        assert bot.services.diagnoser.wait_idle(2)
+        assert bot.services.diagnoser.wait_idle(WAIT)
         assert not bot.slack.calls_to("chat.postMessage")
 
 

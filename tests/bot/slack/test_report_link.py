@@ -10,6 +10,7 @@ from tests.helpers.http_server import HttpServer
 from tests.helpers.jobs import publish_gz
 from tests.helpers.slack_bot import BotHarness
 from tests.helpers.slack_requests import message_event
+from tests.helpers.wait import WAIT
 
 DEV = "UDEV0001"
 REPORT = {"job_id": "job-0042", "description": "Stopped at iteration 20 <!here>: ECC error on node-002",
@@ -33,6 +34,6 @@ def test_a_report_link_is_fetched_and_diagnosed_in_the_thread(tmp_path: Path, lo
             assert fetching and " MB" in str(fetching[-1].params)
             # the other host is not a report host: nothing starts
             bot.event(message_event("C1", DEV, "see <https://evil.example/reports/42>"))
-            assert bot.services.diagnoser.wait_idle(10)
+            assert bot.services.diagnoser.wait_idle(WAIT)
             assert sum("asked" in str(c.params) or "Diagnosing" in str(c.params)
                        for c in bot.slack.calls_to("chat.postMessage")) == 1

@@ -17,6 +17,7 @@ from bot.serve import socket_mode_handler
 from bot.slack.client import make_web_client
 from tests.helpers.fake_slack import FakeSlack
 from tests.helpers.slack_requests import event_body, message_event, slash_command
+from tests.helpers.wait import WAIT
 
 DEV = "UDEV0001"
 
@@ -70,19 +71,19 @@ def test_l4_bot_over_a_real_websocket(tmp_path: Path, log_root: Path):
         proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "bot"], env=env, cwd=tmp_path,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            (conn,) = slack.wait_for_call("socket_mode.connect", timeout=60)
+            (conn,) = slack.wait_for_call("socket_mode.connect")
             assert conn.headers.get("upgrade", "").lower() == "websocket"
             assert slack.calls_to("apps.connections.open")[0].headers["Authorization"] == "Bearer xapp-test"
             ev = message_event("C7", DEV, "job-0001 died overnight")
             slack.socket_send({"envelope_id": "env-9", "type": "events_api",
                                "accepts_response_payload": False, "payload": event_body(ev)})
             slack.wait_for_call("socket_mode", where=lambda c: c.params.get("envelope_id") == "env-9")
-            slack.wait_for_call("chat.update", timeout=60,
+            slack.wait_for_call("chat.update",
                                 where=lambda c: "L4 diagnosis of job-0001" in str(c.params))
         finally:
             proc.terminate()
             try:
-                _, err = proc.communicate(timeout=20)
+                _, err = proc.communicate(timeout=WAIT)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 _, err = proc.communicate()

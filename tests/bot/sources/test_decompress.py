@@ -21,10 +21,10 @@ def _gzip_zeros(path: Path, mib: int) -> Path:
 
 def test_gzip_bomb_stopped_at_the_ratio_cap(tmp_path: Path) -> None:
     bomb = _gzip_zeros(tmp_path / "rank-0.log.gz", 64)  # ~280 KB that expands to 64 MiB
-    t = time.monotonic()
+    t = time.process_time()  # CPU seconds: not the load's
     with pytest.raises(BombError, match=r"rank-0.log.gz expands to more than 20× its compressed size"):
         expanded_size(bomb, max_bytes=1 << 40, max_ratio=20)
-    assert time.monotonic() - t < 5
+    assert time.process_time() - t < 5
 
 
 def test_zstd_bomb_stopped_at_the_absolute_cap(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ def test_a_dripping_server_is_cut_at_the_time_limit(make_settings, tmp_path, pat
             f.download(srv.url(path), tmp_path / "out.log")
         took = time.monotonic() - started
     assert f"longer than the {LIMIT:g} s limit (L4_FETCH_TIME_LIMIT)" in str(info.value)
-    assert LIMIT - 0.1 <= took < LIMIT + 3.0, took  # unbounded: 14 s (head), 80 s (body)
+    assert LIMIT - 0.1 <= took < LIMIT + 10.0, took  # unbounded: 14 s (head), 80 s (body)
     assert not (tmp_path / "out.log").exists() and not list(tmp_path.glob(".part-*"))
 
 
@@ -41,7 +41,7 @@ def test_a_report_link_to_a_dripping_server_is_cut(make_settings, monkeypatch) -
         started = time.monotonic()
         with pytest.raises(JobError, match="L4_FETCH_TIME_LIMIT"):
             resolve(srv.url("/r/1"), settings=settings)
-        assert time.monotonic() - started < LIMIT + 3.0
+        assert time.monotonic() - started < LIMIT + 10.0  # unbounded: 44 s
 
 
 def test_a_quick_server_is_unaffected(make_settings, tmp_path) -> None:

@@ -17,6 +17,7 @@ from engine.ingest import JobError, discover
 from tests.helpers.jobs import make_job, write_rank
 from tests.helpers.slack_bot import BotHarness
 from tests.helpers.slack_requests import message_event
+from tests.helpers.wait import WAIT
 
 SECRET = "SECRET-TOKEN=hunter2-do-not-post"
 SECRET_LINES = [f"[rank9]: [2026-05-01 10:03:00,123] [ERROR] RuntimeError: {SECRET} rejected by the store"
@@ -91,7 +92,7 @@ def test_cli_refuses_a_linked_job_id_with_one_line(root: Path, tmp_path: Path) -
     env = {**os.environ, "L4_LOG_ROOT": str(root), "L4_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
            "L4_CACHE_DIR": str(tmp_path / "cache")}
     r = subprocess.run([sys.executable, "-m", "bot.cli", "diagnose", "job-linked"], capture_output=True,
-                       text=True, env=env, timeout=120, cwd=tmp_path)
+                       text=True, env=env, timeout=WAIT, cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "refused: job 'job-linked' is a link to outside L4_LOG_ROOT" in r.stderr
     assert SECRET not in r.stdout + r.stderr

@@ -21,6 +21,7 @@ from engine.ingest import JobError
 from tests.helpers import tls_certs
 from tests.helpers.http_server import HttpServer
 from tests.helpers.jobs import make_job
+from tests.helpers.wait import WAIT
 
 HOST = "reports.l4-test.internal"  # exists only in L4's resolver, through fake_dns
 ALIAS = "alias.l4-test.internal"  # allowlisted, same address, but not in the server's certificate
@@ -125,7 +126,7 @@ def test_l4_diagnose_shows_the_certificate_refusal_without_a_traceback(tmp_path:
                "L4_CACHE_DIR": str(tmp_path / "cache"), "SLACK_BOT_TOKEN": "xoxb-do-not-print"}
         env.pop("L4_FETCH_CA_BUNDLE", None)
         cmd = [sys.executable, "-m", "bot.cli", "diagnose", srv.url(f"/r/1?session={SECRET}")]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=WAIT)
     assert done.returncode != 0 and not done.stdout
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "TLS certificate was not accepted: unable to get local issuer certificate" in done.stderr

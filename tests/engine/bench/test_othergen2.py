@@ -15,6 +15,7 @@ from engine.bench.evaluate import case_dirs, history_dirs
 from engine.bench.othergen2 import generate_corpus
 from engine.bench.othergen2.catalogue import KINDS, STAGES
 from engine.bench.othergen2.corpus import plan, split_of
+from tests.helpers.wait import WAIT
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -104,10 +105,10 @@ def test_loader_finds_cases_and_splits(corpus: Path) -> None:
 def test_cli_writes_a_corpus(tmp_path: Path) -> None:
     out = tmp_path / "cli"
     done = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "othergen2", str(out), "--cases", "1",
-                           "--seed", "5"], capture_output=True, text=True, timeout=120)
+                           "--seed", "5"], capture_output=True, text=True, timeout=WAIT)
     assert done.returncode == 0, done.stderr
     assert "generated 1 cases" in done.stdout
     assert len(case_dirs(out)) == 1
     bad = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "othergen2", str(out), "--cases", "0"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=WAIT)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
