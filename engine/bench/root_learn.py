@@ -139,13 +139,9 @@ def extract_case(case: Path, truth: dict) -> Record:
 def hand_order(job, history: Sequence) -> list:
     """The scored events of `job` (parsed with its `history`), hand order, as `engine.diagnose.analyze`
     scores them: years and zones settled, candidates those no history job shows."""
-    from engine.clock import settle_years, settle_zones
-    from engine.events import score_events
-    from engine.filter import candidate_events, normal_pool
+    from engine.diagnose import score_job
 
-    settle_years(job)
-    settle_zones(job)
-    return score_events(job, candidate_events(job, normal_pool(history, ())))
+    return score_job(job, history)[2]
 
 
 def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None) -> list[Record]:
