@@ -46,6 +46,36 @@ def cmd_census(args: argparse.Namespace) -> int:
     return 0
 
 
+def _severity_cases(args: argparse.Namespace) -> list:
+    import sys
+
+    from engine.bench.severity_learn import load_cases
+
+    def tell(name: str) -> None:
+        print(name, file=sys.stderr)
+
+    return load_cases([Path(c) for c in args.cases], tell if args.verbose else None)
+
+
+def cmd_severity_cv(args: argparse.Namespace) -> int:
+    import sys
+
+    from engine.bench import root_learn, severity_learn
+
+    cases = _severity_cases(args)
+    if not cases:
+        print("error: no usable labelled cases (truth.json with root_lines or indicating lines)",
+              file=sys.stderr)
+        return 2
+    try:
+        res = severity_learn.cross_validate(cases, root_learn.settings()["severity"], args.group)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(severity_learn.format_cv(res))
+    return 0
+
+
 def register(bsub: argparse._SubParsersAction) -> None:
     rm = bsub.add_parser("root-model", help="learn the order of the root cause from labelled cases")
     rsub = rm.add_subparsers(dest="root_model_command", required=True)
@@ -53,6 +83,8 @@ def register(bsub: argparse._SubParsersAction) -> None:
         "extract": ("run the engine on the cases, write their candidates' features (minutes)", cmd_extract),
         "cv": ("leave-one-group-out cross-validation: the hand order, the learned order, a blend", cmd_cv),
         "census": ("why the root is not first: each miss's reason, counts per corpus", cmd_census),
+        "severity-cv": ("leave-one-group-out check of the learned root severity against the lexicon",
+                        cmd_severity_cv),
     }
     for name, (text, func) in helps.items():
         p = rsub.add_parser(name, help=text)
@@ -65,6 +97,9 @@ def register(bsub: argparse._SubParsersAction) -> None:
         if name == "census":
             p.add_argument("--json", help="also write every case's result here")
             p.add_argument("--counts", action="store_true", help="the counts table only")
+        if name == "severity-cv":
+            p.add_argument("--group", choices=("wave", "corpus", "source"), default="wave",
+                           help="hold out one wave (public, real-run; each generator), corpus or source")
         if name == "cv":
             p.add_argument("--group", choices=("wave", "source"), default="wave",
                            help="hold out one wave (public, real-run; othergen; synthetic) or one source")

@@ -249,15 +249,15 @@ def configs(conf: dict) -> list[Config]:
             for c in conf["C"] for k in conf["top_k"]]
 
 
-GROUPS = ("wave", "source")
+GROUPS = ("wave", "source", "corpus")
 
 
 def group_of(record: Record, group: str) -> str:
-    if group == "wave":
-        return record.group
-    if group == "source":
-        return record.source
-    raise ValueError(f"unknown cross-validation group {group!r} (one of {', '.join(GROUPS)})")
+    """The cross-validation group of a record (or of anything with `group`, `source`, `corpus`: a
+    `severity_learn.Case`): its wave, its source or its corpus."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown cross-validation group {group!r} (one of {', '.join(GROUPS)})")
+    return record.group if group == "wave" else getattr(record, group)
 
 
 @dataclass
