@@ -47,7 +47,6 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
                      iterations=iterations, stats=stats, detail=detail, hang=hang, clock=zones + clock)
 
 
-
 def score_job(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Iterable[str] = (),
               pool: NormalPool | None = None) -> tuple[list, list[int], list[ScoredEvent]]:
     """`analyze`'s first steps: years and zones settled (the zone notes returned), the candidate events
