@@ -260,6 +260,17 @@ def group_of(record: Record, group: str) -> str:
     return record.group if group == "wave" else getattr(record, group)
 
 
+def group_index(items: Sequence, group: str) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """The indices of `items` per cross-validation group (`group_of`) and per corpus ("*<corpus>,
+    pooled*"), for the tables."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    pooled: dict[str, list[int]] = defaultdict(list)
+    for i, item in enumerate(items):
+        groups[group_of(item, group)].append(i)
+        pooled[f"*{item.corpus}, pooled*"].append(i)
+    return groups, pooled
+
+
 @dataclass
 class Ranks:
     """Per record, the 1-based place of the root among the kept events (None: not shown)."""
@@ -352,12 +363,7 @@ def format_cv(res: CvResult) -> str:
     out = [f"#### Root cause by leave-one-{res.group}-out cross-validation", "",
            "| left-out group | cases | " + " | ".join(f"{t} first | {t} top-3" for t in titles) + " |",
            "|" + "---|" * (2 + 2 * len(rows))]
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, r in enumerate(res.records):
-        groups[group_of(r, res.group)].append(i)
-    pooled: dict[str, list[int]] = defaultdict(list)
-    for i, r in enumerate(res.records):
-        pooled[f"*{r.corpus}, pooled*"].append(i)
+    groups, pooled = group_index(res.records, res.group)
     for g, idx in [*sorted(groups.items()), *sorted(pooled.items()),
                    ("**all**", list(range(len(res.records))))]:
         cells = []

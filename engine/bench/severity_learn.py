@@ -13,13 +13,12 @@ model file, and the engine scores with the lexicon alone.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.bench.evaluate import Tally
-from engine.bench.root_learn import group_of
+from engine.bench.root_learn import group_index
 from engine.model import ParsedJob
 from engine.root_severity import MODEL_VERSION, NO_LIFT, LiftModel, shape
 
@@ -166,9 +165,7 @@ def cross_validate(cases: Sequence[Case], conf: dict, group: str = "wave") -> Cv
     from threadpoolctl import threadpool_limits
 
     cases = list(cases)
-    by: dict[str, list[int]] = defaultdict(list)
-    for n, case in enumerate(cases):
-        by[group_of(case, group)].append(n)
+    by = group_index(cases, group)[0]
     if len(by) < 2:
         raise ValueError(f"leave-one-{group}-out needs two groups or more ({len(by)} here)")
     base = [outcome(case, NO_LIFT) for case in cases]
@@ -200,10 +197,7 @@ def ship_rule(res: CvResult) -> tuple[bool, str]:
     gain = best["first"] - base["first"]
     if gain <= 0:
         return False, f"root first {gain:+d} cases pooled"
-    by: dict[str, list[int]] = defaultdict(list)
-    for n, case in enumerate(res.cases):
-        by[group_of(case, res.group)].append(n)
-    for g, idx in sorted(by.items()):
+    for g, idx in sorted(group_index(res.cases, res.group)[0].items()):
         b, a = figures(res.cases, res.base, idx), figures(res.cases, res.tried[res.best], idx)
         if a["first"] < b["first"] or a["top"] < b["top"]:
             return False, f"root first {gain:+d} pooled, but {g} loses ({b['first']}→{a['first']} first)"
@@ -214,12 +208,7 @@ def ship_rule(res: CvResult) -> tuple[bool, str]:
 
 
 def format_cv(res: CvResult) -> str:
-    by: dict[str, list[int]] = defaultdict(list)
-    for n, case in enumerate(res.cases):
-        by[group_of(case, res.group)].append(n)
-    pooled: dict[str, list[int]] = defaultdict(list)
-    for n, case in enumerate(res.cases):
-        pooled[f"*{case.corpus}, pooled*"].append(n)
+    by, pooled = group_index(res.cases, res.group)
     out = [f"#### Learned root severity by leave-one-{res.group}-out cross-validation ({res.best.name})", "",
            "| left-out group | cases | root first | root top-3 | events P | events R | events F1 |",
            "|---|---|---|---|---|---|---|"]
