@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def _records(args: argparse.Namespace) -> list:
@@ -26,12 +27,64 @@ def cmd_cv(args: argparse.Namespace) -> int:
     return cv_command(_records(args), root_learn.cross_validate, root_learn.format_cv, args.group)
 
 
+def cmd_census(args: argparse.Namespace) -> int:
+    import sys
+
+    from engine.bench import root_census
+
+    def tell(name: str) -> None:
+        print(name, file=sys.stderr)
+
+    results = root_census.census([Path(c) for c in args.cases], tell if args.verbose else None)
+    if not results:
+        print("error: no usable labelled cases (truth.json with root_lines or indicating lines)",
+              file=sys.stderr)
+        return 2
+    if args.json:
+        root_census.save(results, Path(args.json))
+    print(root_census.format_census(results, details=not args.counts))
+    return 0
+
+
+def _severity_cases(args: argparse.Namespace) -> list:
+    import sys
+
+    from engine.bench.severity_learn import load_cases
+
+    def tell(name: str) -> None:
+        print(name, file=sys.stderr)
+
+    return load_cases([Path(c) for c in args.cases], tell if args.verbose else None)
+
+
+def cmd_severity_cv(args: argparse.Namespace) -> int:
+    import sys
+
+    from engine.bench import root_learn, severity_learn
+
+    cases = _severity_cases(args)
+    if not cases:
+        print("error: no usable labelled cases (truth.json with root_lines or indicating lines)",
+              file=sys.stderr)
+        return 2
+    try:
+        res = severity_learn.cross_validate(cases, root_learn.settings()["severity"], args.group)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(severity_learn.format_cv(res))
+    return 0
+
+
 def register(bsub: argparse._SubParsersAction) -> None:
     rm = bsub.add_parser("root-model", help="learn the order of the root cause from labelled cases")
     rsub = rm.add_subparsers(dest="root_model_command", required=True)
     helps = {
         "extract": ("run the engine on the cases, write their candidates' features (minutes)", cmd_extract),
         "cv": ("leave-one-group-out cross-validation: the hand order, the learned order, a blend", cmd_cv),
+        "census": ("why the root is not first: each miss's reason, counts per corpus", cmd_census),
+        "severity-cv": ("leave-one-group-out check of the learned root severity against the lexicon",
+                        cmd_severity_cv),
     }
     for name, (text, func) in helps.items():
         p = rsub.add_parser(name, help=text)
@@ -41,6 +94,12 @@ def register(bsub: argparse._SubParsersAction) -> None:
         p.add_argument("-v", "--verbose", action="store_true", help="one line per extracted case on stderr")
         if name == "extract":
             p.add_argument("out", help="records file to write (JSON)")
+        if name == "census":
+            p.add_argument("--json", help="also write every case's result here")
+            p.add_argument("--counts", action="store_true", help="the counts table only")
+        if name == "severity-cv":
+            p.add_argument("--group", choices=("wave", "corpus", "source"), default="wave",
+                           help="hold out one wave (public, real-run; each generator), corpus or source")
         if name == "cv":
             p.add_argument("--group", choices=("wave", "source"), default="wave",
                            help="hold out one wave (public, real-run; othergen; synthetic) or one source")

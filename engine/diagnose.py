@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from engine.clock import clock_notes, settle_years, settle_zones, timeline_trusted
-from engine.events import MIN_SCORE, score_events, select_events
+from engine.events import MIN_SCORE, ScoredEvent, score_events, select_events
 from engine.executors import Executor
 from engine.filter import NormalPool, candidate_events, normal_pool
 from engine.hang import collect_hang, raise_culprits
@@ -26,11 +26,8 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     caller that needs it too; then `history` and `normal` are not read for filtering.
     `hang_evidence`: read the job folder's flight-recorder and stack dumps (`engine.hang`)."""
     started = time.perf_counter()
-    settle_years(parsed)
-    zones = settle_zones(parsed)  # naive stamps in their node's zone: not a clock to distrust
+    zones, candidates, scored = score_job(parsed, history, normal=normal, pool=pool)
     clock = clock_notes(parsed)
-    candidates = candidate_events(parsed, pool if pool is not None else normal_pool(history, normal))
-    scored = score_events(parsed, candidates)
     selected = select_events(scored)
     events = [_event(parsed, e.id, e.score, e.evidence) for e in selected]
     node_scores: dict[str, float] = {}
@@ -50,6 +47,16 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     detail = _detail(parsed, node_scores, [e.id for e in selected], series, iterations)
     return Diagnosis(job_id=parsed.job_id, status="analyzed", stage=stage, events=events, nodes=nodes,
                      iterations=iterations, stats=stats, detail=detail, hang=hang, clock=zones + clock)
+
+
+def score_job(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Iterable[str] = (),
+              pool: NormalPool | None = None) -> tuple[list, list[int], list[ScoredEvent]]:
+    """`analyze`'s first steps: years and zones settled (the zone notes returned), the candidate events
+    (those no history job or `normal` template shows) and their scores, best first."""
+    settle_years(parsed)
+    zones = settle_zones(parsed)  # naive stamps in their node's zone: not a clock to distrust
+    candidates = candidate_events(parsed, pool if pool is not None else normal_pool(history, normal))
+    return zones, candidates, score_events(parsed, candidates)
 
 
 HEATMAP_NODES = 12

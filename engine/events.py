@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from engine.masking import MASK
 from engine.model import ParsedJob
 from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, event_roles
+from engine.root_severity import LiftModel, learned_severity
 from engine.severity import severity
 
 MAX_EVENTS = 10
@@ -75,8 +76,10 @@ def crash_tails(parsed: ParsedJob) -> dict[int, int]:
     return out
 
 
-def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
-    """Every candidate scored, best first."""
+def score_events(parsed: ParsedJob, candidates: list[int], *, lift: LiftModel | None = None
+                 ) -> list[ScoredEvent]:
+    """Every candidate scored, best first. `lift`: a learned severity model (`engine.root_severity`; the
+    engine passes none, `l4 bench root-model severity-cv` does)."""
     n_nodes = max(1, len(parsed.node_counts))
     cut_tails = crash_tails(parsed)
     sev_of: dict[int, float] = {}
@@ -97,6 +100,8 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
     for i in candidates:
         if roles.role.get(i) == CONSEQUENCE:
             sev_of[i] = min(sev_of[i], CONSEQUENCE_SEVERITY)
+        elif i not in roles.role:  # a possible root cause in wording the lexicon does not know
+            sev_of[i] = max(sev_of[i], learned_severity(parsed.templates[i], sev_of[i], lift))
     # Echoes are damped only when a root cause is in sight: a severe event that is no echo, on few
     # nodes. With none (a silent hang, a killed rank), the timeouts and the launcher's report are the
     # best evidence there is.

@@ -33,6 +33,11 @@ def severity(template: str, level: str | None) -> float:
     return sev
 
 
+def damped(template: str) -> bool:
+    """Some damping rule of the lexicon matches (a traceback's frame, a retry, a settings dump...)."""
+    return any(rx.search(template) for _, rx in _lexicon()[2])
+
+
 def is_cascade(template: str) -> bool:
     """True for known consequences of a fault elsewhere (watchdog timeouts, elastic agent failures...)."""
     return _lexicon()[3].search(template) is not None

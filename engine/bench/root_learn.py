@@ -139,13 +139,9 @@ def extract_case(case: Path, truth: dict) -> Record:
 def hand_order(job, history: Sequence) -> list:
     """The scored events of `job` (parsed with its `history`), hand order, as `engine.diagnose.analyze`
     scores them: years and zones settled, candidates those no history job shows."""
-    from engine.clock import settle_years, settle_zones
-    from engine.events import score_events
-    from engine.filter import candidate_events, normal_pool
+    from engine.diagnose import score_job
 
-    settle_years(job)
-    settle_zones(job)
-    return score_events(job, candidate_events(job, normal_pool(history, ())))
+    return score_job(job, history)[2]
 
 
 def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None) -> list[Record]:
@@ -253,15 +249,26 @@ def configs(conf: dict) -> list[Config]:
             for c in conf["C"] for k in conf["top_k"]]
 
 
-GROUPS = ("wave", "source")
+GROUPS = ("wave", "source", "corpus")
 
 
 def group_of(record: Record, group: str) -> str:
-    if group == "wave":
-        return record.group
-    if group == "source":
-        return record.source
-    raise ValueError(f"unknown cross-validation group {group!r} (one of {', '.join(GROUPS)})")
+    """The cross-validation group of a record (or of anything with `group`, `source`, `corpus`: a
+    `severity_learn.Case`): its wave, its source or its corpus."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown cross-validation group {group!r} (one of {', '.join(GROUPS)})")
+    return record.group if group == "wave" else getattr(record, group)
+
+
+def group_index(items: Sequence, group: str) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """The indices of `items` per cross-validation group (`group_of`) and per corpus ("*<corpus>,
+    pooled*"), for the tables."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    pooled: dict[str, list[int]] = defaultdict(list)
+    for i, item in enumerate(items):
+        groups[group_of(item, group)].append(i)
+        pooled[f"*{item.corpus}, pooled*"].append(i)
+    return groups, pooled
 
 
 @dataclass
@@ -356,12 +363,7 @@ def format_cv(res: CvResult) -> str:
     out = [f"#### Root cause by leave-one-{res.group}-out cross-validation", "",
            "| left-out group | cases | " + " | ".join(f"{t} first | {t} top-3" for t in titles) + " |",
            "|" + "---|" * (2 + 2 * len(rows))]
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, r in enumerate(res.records):
-        groups[group_of(r, res.group)].append(i)
-    pooled: dict[str, list[int]] = defaultdict(list)
-    for i, r in enumerate(res.records):
-        pooled[f"*{r.corpus}, pooled*"].append(i)
+    groups, pooled = group_index(res.records, res.group)
     for g, idx in [*sorted(groups.items()), *sorted(pooled.items()),
                    ("**all**", list(range(len(res.records))))]:
         cells = []

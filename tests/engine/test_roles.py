@@ -179,3 +179,12 @@ def test_an_error_every_rank_hits_outranks_the_launcher_s_reports_of_it(tmp_path
         files[f"node-{n}/agent.log"] = [AGENT[1], AGENT[2]]
     d = diagnose(_job(tmp_path / "j", files))
     assert d.events[0].template == "KeyError: 'scheduler.warmup_ratio'"
+
+
+def test_the_schedulers_report_of_an_oom_kill_ranks_below_the_kernels_line(tmp_path):
+    d = _paste(tmp_path, [
+        "[Mon Dec  1 08:00:01 2025] Out of memory: Killed process 4242 (python3) total-vm:9000000kB, "
+        "anon-rss:8000000kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:20000kB oom_score_adj:0",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=3180797.0. Some of the step tasks have been "
+        "OOM Killed."])
+    assert d.events[0].template.startswith("Out of memory: Killed process")
