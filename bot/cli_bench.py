@@ -135,15 +135,15 @@ def cmd_speed(args: argparse.Namespace) -> int:
                 raise JobError("--executor dask needs dask: pip install 'l4[dask]'") from None
             print(format_dask_speed(run_dask_speed(job, scheduler=args.scheduler), total))
             return 0
-        if args.executor == "pool" or (not phases and not args.against
-                                       and args.profile in ("free-text", "random-bytes")):
-            name = "diagnose-pool" if args.executor == "pool" else "diagnose-1core"
-            for row in run_speed(job, phases=(name,), grep=False):
-                print(format_run(row, len(files), args.profile))
-            return 0
         baseline = Path(args.baseline).resolve() if args.baseline else None
         if baseline is not None and not (baseline / "engine" / "bench" / "speed.py").is_file():
             raise JobError(f"--baseline {args.baseline}: not a checkout of this repository")
+        if args.executor == "pool" or (not phases and not args.against
+                                       and args.profile in ("free-text", "random-bytes")):
+            name = "diagnose-pool" if args.executor == "pool" else "diagnose-1core"
+            for row in run_speed(job, phases=(name,), grep=False, baseline=baseline):  # baseline first
+                print(format_run(row, len(files), args.profile))
+            return 0
         if args.against:  # the same phases on another profile's job of the same size, in this run
             with speed_job(_cache_dir() / "bench", size, args.seed, args.against, args.layout, args.lines,
                            scratch=args.scratch) as other:

@@ -136,7 +136,17 @@ def _fit(shape: _Shape, sample: list[str], need: float, after: str | None) -> st
     """The prefix (regex source) `shape` decorates `sample` with, at least `need` of its lines, else None."""
     from engine.headers import reads_prefix  # the header rules read what is theirs
 
-    found = [m for m in (_shape_match(shape, ln, after) for ln in sample) if m is not None]
+    found: list[re.Match[str]] = []
+    spare = len(sample) - need  # lines that may lack the shape: past that, it cannot fit (plain logs
+    missed = 0  # fail every shape on their first lines, so most files stop after a few)
+    for ln in sample:
+        m = _shape_match(shape, ln, after)
+        if m is not None:
+            found.append(m)
+        else:
+            missed += 1
+            if missed > spare:
+                return None
     if len(found) < need:
         return None
     if shape.increasing:
@@ -174,6 +184,48 @@ def _carried(deco: Decoration, sample: list[str]) -> int:
                for ln in sample)
 
 
+@dataclass(frozen=True)
+class JobEvidence:
+    """What the files of a job show together (`job_evidence`): the decorations files were learned with
+    (most common first, with how many files) and the one kind of colour codes they show, if one."""
+
+    learned: tuple[tuple[Decoration, int], ...] = ()
+    colour: tuple[str, str] | None = None
+
+
+def job_evidence(own: Sequence[Decoration | None]) -> JobEvidence:
+    """The job's evidence from what each of its files shows on its own (`learn` of each file's start)."""
+    learned = Counter(replace(o, anywhere=None, name=o.name.split("+")[-1]) for o in own
+                      if o is not None and o.prefix is not None).most_common(MAX_LEARNED)
+    colours = {c for c in (_colour(o) for o in own) if c is not None}
+    return JobEvidence(tuple(learned), next(iter(colours)) if len(colours) == 1 else None)
+
+
+def needs_head(mine: Decoration | None, job: JobEvidence) -> bool:
+    """Whether `decide` reads the file's first lines (it has no prefix of its own, others have one)."""
+    return bool(job.learned) and (mine is None or mine.prefix is None)
+
+
+def decide(mine: Decoration | None, head: Sequence[str], job: JobEvidence) -> Decoration | None:
+    """The decoration of a file that shows `mine` on its own (`learn`), in a job that shows `job`.
+    `head`: the file's first lines, read only when `needs_head` (an empty list will do otherwise)."""
+    d = _data()
+    colour = _colour(mine) or job.colour
+    found = None
+    if needs_head(mine, job):
+        learned = dict(job.learned)
+        sample, _ = _sample(head)
+        best = max(learned, key=lambda o: (_carried(o, sample), learned[o]))
+        need = max(1.0, d.job_share * len(sample))
+        if sample and _carried(best, sample) >= need and _counts_up(best, sample):
+            found = best
+    if found is None and (mine is None or mine.prefix is None):
+        return Decoration(anywhere=colour[1], name=colour[0]) if colour else None
+    deco = found if found is not None else replace(mine, anywhere=None, name=mine.name.split("+")[-1])
+    return replace(deco, anywhere=colour[1] if colour else None,
+                   name="+".join([*([colour[0]] if colour else []), deco.name]))
+
+
 def learn_job(heads: Sequence[Sequence[str]]) -> list[Decoration | None]:
     """The decorations of a job's files (the failed job's and its history's: the files whose templates
     the cross-job filter compares), from the first lines of each (`heads`), in their order.
@@ -182,30 +234,11 @@ def learn_job(heads: Sequence[Sequence[str]]) -> list[Decoration | None]:
     one another file was learned with when at least `job_share` of its own lines carry it (the shape's
     number still counting up, for a gutter): a console whose launcher lines interleave the tagged lines
     of the rank files; a file whose lines do not carry it keeps its lines as they are. Colour codes one
-    file shows are removed in every file."""
-    d = _data()
+    file shows are removed in every file. The same as `decide` over `job_evidence` of each file's
+    `learn`, which `engine.parse` runs with the first step on the executor's workers."""
     own = [learn(h) for h in heads]
-    learned = dict(Counter(replace(o, anywhere=None, name=o.name.split("+")[-1]) for o in own
-                           if o is not None and o.prefix is not None).most_common(MAX_LEARNED))
-    colours = {c for c in (_colour(o) for o in own) if c is not None}
-    job_colour = next(iter(colours)) if len(colours) == 1 else None
-    out: list[Decoration | None] = []
-    for head, mine in zip(heads, own, strict=True):
-        colour = _colour(mine) or job_colour
-        found = None
-        if learned and (mine is None or mine.prefix is None):
-            sample, _ = _sample(head)
-            best = max(learned, key=lambda o: (_carried(o, sample), learned[o]))
-            need = max(1.0, d.job_share * len(sample))
-            if sample and _carried(best, sample) >= need and _counts_up(best, sample):
-                found = best
-        if found is None and (mine is None or mine.prefix is None):
-            out.append(Decoration(anywhere=colour[1], name=colour[0]) if colour else None)
-        else:
-            deco = found if found is not None else replace(mine, anywhere=None, name=mine.name.split("+")[-1])
-            out.append(replace(deco, anywhere=colour[1] if colour else None,
-                               name="+".join([*([colour[0]] if colour else []), deco.name])))
-    return out
+    job = job_evidence(own)
+    return [decide(mine, head, job) for head, mine in zip(heads, own, strict=True)]
 
 
 def _colour(deco: Decoration | None) -> tuple[str, str] | None:

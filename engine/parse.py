@@ -18,7 +18,7 @@ from drain3 import TemplateMiner
 from drain3.drain import Drain
 from drain3.template_miner_config import TemplateMinerConfig
 
-from engine.decoration import Decoration, learn_job
+from engine.decoration import Decoration, job_evidence
 from engine.executors import Executor, choose_executor
 from engine.fold import BINARY_KEY, fold_text
 from engine.freetext import FREE
@@ -27,7 +27,7 @@ from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
 from engine.model import ParsedJob, Stats, TemplateStat
-from engine.scan import COARSE, FileScan, head_lines, may_hold_number, message_level, scan_decorated
+from engine.scan import COARSE, FileScan, head_decoration, may_hold_number, message_level, scan_planned
 
 MAX_CLUSTERS = 20000
 LEAF_CAP = 16  # clusters per Drain leaf (token count + first tokens); then lines join the closest
@@ -223,10 +223,13 @@ def parse_jobs(
     builders = [_JobBuilder(spec) for spec in specs]
     done_bytes = 0
     # one decision over the failed job and its history: the same line decoration is read alike in
-    # per-rank files and in a console (engine.decoration.learn_job)
-    decorations = learn_job([head_lines(f) for _, f in files])
-    items = [(f, d) for (_, f), d in zip(files, decorations, strict=True)]
-    for done, scan in enumerate(executor.map(scan_decorated, items), start=1):
+    # per-rank files and in a console (engine.decoration.learn_job). What each file shows on its own
+    # is read on the executor's workers, then each file is decided and scanned there (scan_planned)
+    rank_files = [f for _, f in files]
+    own = list(executor.map(head_decoration, rank_files))
+    job = job_evidence(own)
+    items = [(f, mine, job) for f, mine in zip(rank_files, own, strict=True)]
+    for done, scan in enumerate(executor.map(scan_planned, items), start=1):
         builders[files[done - 1][0]].add(scan, table)
         done_bytes += scan.bytes
         if progress:

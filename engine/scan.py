@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine.decoration import Decoration, learn, sample_size
+from engine.decoration import Decoration, JobEvidence, decide, learn, needs_head, sample_size
 from engine.fold import FreeText, fold_block, fold_block_values, key_ids, numbers, spans
 from engine.freetext import FREE
 from engine.headers import parse_header, timestamp
@@ -389,25 +389,51 @@ _HASH_MULTS = _hash_mults()
 
 
 HEAD_BYTES = 256 * 1024  # what `head_lines` reads of a file's start
+HEAD_PROBE = 32 * 1024  # read first: most files' sample of lines ends well before (at most MAX_LINE)
 
 
 def head_lines(rank_file: RankFile) -> list[str]:
     """The first lines of a file (at most `decoration.sample_size()`, from its first HEAD_BYTES), the
-    evidence its line decoration is learned from (`engine.decoration.learn_job`)."""
-    chunks = iter_chunks(rank_file.path, ReadReport(), HEAD_BYTES)
-    try:
-        block = next(chunks, None)
-    finally:
-        chunks.close()
+    evidence its line decoration is learned from (`engine.decoration`). The first HEAD_PROBE bytes are
+    read first; they give the same lines whenever they hold the whole sample or the whole file."""
+    n = sample_size()
+    report = ReadReport()
+    probe = _first_block(rank_file.path, report, HEAD_PROBE)
+    if probe is None and report.error is None:
+        return []  # an empty file
+    # the probe's lines end before HEAD_PROBE (a whole line, never cut) unless no line ended in it
+    if probe is not None and len(probe.data) < HEAD_PROBE and report.error is None \
+            and (len(probe) >= n or report.bytes < HEAD_PROBE):
+        block = probe  # the sample's lines, or the whole file (it ends before HEAD_PROBE)
+    else:
+        block = _first_block(rank_file.path, ReadReport(), HEAD_BYTES)
     if block is None:
         return []
-    return [block.line(i).decode("utf-8", "replace") for i in range(min(len(block), sample_size()))]
+    return [ln.decode("utf-8", "replace") for ln in block.data.split(b"\n", n)[:n]]
 
 
-def scan_decorated(item: tuple[RankFile, Decoration | None]) -> FileScan:
-    """`scan_file` of a rank file whose decoration was decided for its job (picklable, for executors)."""
-    rank_file, decoration = item
-    return scan_file(rank_file, decoration=decoration, decided=True)
+def _first_block(path: str, report: ReadReport, size: int) -> Chunk | None:
+    chunks = iter_chunks(path, report, size)
+    try:
+        return next(chunks, None)
+    finally:
+        chunks.close()
+
+
+def head_decoration(rank_file: RankFile) -> Decoration | None:
+    """The decoration a file shows on its own (`decoration.learn` of its `head_lines`): the first of the
+    two steps `engine.parse` maps over a job's files (picklable, for executors)."""
+    return learn(head_lines(rank_file))
+
+
+def scan_planned(item: tuple[RankFile, Decoration | None, JobEvidence]) -> FileScan:
+    """`scan_file` of a rank file that shows decoration `mine` on its own, in a job that shows
+    `job` (the second step, picklable): its decoration is decided for the job first
+    (`decoration.decide`, which reads its first lines again only when other files have a prefix
+    and it has none)."""
+    rank_file, mine, job = item
+    head = head_lines(rank_file) if needs_head(mine, job) else []
+    return scan_file(rank_file, decoration=decide(mine, head, job), decided=True)
 
 
 def scan_file(rank_file: RankFile, chunk: int = CHUNK, *, decoration: Decoration | None = None,

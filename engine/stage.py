@@ -392,13 +392,28 @@ def _message(line: str) -> str:
     return parse_header(line).message
 
 
+_last_messages: tuple[list[str] | None, list[str]] = (None, [])  # the window lines read last, their messages
+
+
+def window_messages(lines: list[str]) -> list[str]:
+    """The message of each of a window's `lines` (`parse_header`), read once per window: the rules and
+    the stage model read the failing window's lines several times (held here, the list stays itself)."""
+    global _last_messages
+    last = _last_messages
+    if last[0] is lines:
+        return last[1]
+    msgs = [_message(x) for x in lines]
+    _last_messages = (lines, msgs)
+    return msgs
+
+
 Frame = tuple[str, str, str]  # (file, function, code line)
 
 
 def _frames(window: Window) -> list[Frame]:
     """The frames (function and code line) of the traceback the failure line ends (pasted ones may
     have lost their head), or else of the first one that starts after it; innermost first."""
-    msgs = [_message(x) for x in window.lines]
+    msgs = window_messages(window.lines)
     at = min(window.at, len(msgs) - 1)
     if at < 0:
         return []
@@ -512,24 +527,40 @@ def _foreign_frame(file: str) -> bool:
             or _STDLIB.search(file) is not None)
 
 
+_last_log_stage: tuple[Window | None, str | None] = (None, None)  # the window read last and its stage
+
+
 def log_stage(window: Window) -> str | None:
-    """The stage the rank's own log shows before the failure line (None: it shows none)."""
+    """The stage the rank's own log shows before the failure line (None: it shows none). The rules
+    and the stage model read the failing window alike (`failure_stage`): it is read once."""
+    global _last_log_stage
+    last = _last_log_stage
+    if last[0] is window:
+        return last[1]
+    found = _log_stage(window)
+    _last_log_stage = (window, found)
+    return found
+
+
+def _log_stage(window: Window) -> str | None:
     segments: list[tuple[int, str]] = []
+    msgs = window_messages(window.lines)
     for k, line in enumerate(window.lines[: traceback_start(window)]):
-        for part in line.split("\r"):
-            msg = _message(part)
+        parts = line.split("\r")
+        for msg in (_message(part) for part in parts) if len(parts) > 1 else (msgs[k],):
             if msg:
                 segments.append((k, msg))
     at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
     failing_rank = parse_header(at).rank if at else None
     head = _message(at.split("\r")[-1])[:HEAD_CHARS]  # the failure line may start with what it was doing
-    progress = _progress(segments)
+    alarming = [severity(msg, None) >= MARKER_MAX_SEVERITY for _, msg in segments]
+    progress = _progress(segments, alarming)
     stage: str | None = None
     before_ckpt: str | None = None
     opener: int | None = None  # the rank whose launcher prefix the line that opened the save window names
-    for k, msg in segments:
+    for (k, msg), alarm in zip(segments, alarming, strict=True):
         key = msg.translate(_DIGITS)
-        if severity(msg, None) >= MARKER_MAX_SEVERITY and key not in progress:
+        if alarm and key not in progress:
             hint = _head_stage(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
             if hint is None:
                 continue
@@ -610,13 +641,14 @@ def _head_stage(text: str) -> str | None:
     return None
 
 
-def _progress(segments: list[tuple[int, str]]) -> set[str]:
+def _progress(segments: list[tuple[int, str]], alarming: list[bool]) -> set[str]:
     """Line shapes (digits as "0") that recur with a rising number: progress, whatever the words (not
-    stack frames nor errors and warnings: their numbers are ports, retries, frame indexes)."""
+    stack frames nor errors and warnings (`alarming`, per segment): their numbers are ports, retries,
+    frame indexes)."""
     numbers: dict[str, list[list[float]]] = defaultdict(list)
     frames = _optional_rx("not_progress")
-    for _, msg in segments:
-        if frames is not None and frames.search(msg) or severity(msg, None) >= MARKER_MAX_SEVERITY:
+    for (_, msg), alarm in zip(segments, alarming, strict=True):
+        if frames is not None and frames.search(msg) or alarm:
             continue  # a stack frame, or a warning whose numbers rise (ports, retries): no progress
         key = msg.translate(_DIGITS)
         if "0" in key:

@@ -25,7 +25,6 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import PurePosixPath
 
-from engine.headers import parse_header
 from engine.model import ParsedJob
 from engine.rules import load
 from engine.stage import (
@@ -43,6 +42,7 @@ from engine.stage import (
     progress_stage,
     stage_of_template,
     traceback_start,
+    window_messages,
 )
 from engine.window import Window
 
@@ -180,7 +180,7 @@ def _split_window(window: Window) -> tuple[str, list[str], list[str], int]:
     at = min(max(window.at, 0), len(window.lines) - 1)
     start = traceback_start(Window(path=window.path, anchor=window.start + at, start=window.start,
                                    lines=window.lines))
-    msgs = [parse_header(x).message for x in window.lines[: at + 1 + KEEP_AFTER]]
+    msgs = window_messages(window.lines)[: at + 1 + KEEP_AFTER]
     before = [m for m in msgs[:start] if m]
     return msgs[at], [m for m in msgs[at + 1:] if m], before[-KEEP_BEFORE:], len(before)
 

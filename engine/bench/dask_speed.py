@@ -12,15 +12,20 @@ runs. It is an estimate: it leaves out the network and storage a real cluster re
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from engine.executor_dask import DaskExecutor
-from engine.ingest import RankFile, discover
+from engine.ingest import discover
 from engine.parse import parse_jobs
-from engine.scan import FileScan, scan_file
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -33,22 +38,26 @@ class DaskRow:
     worker_cpu: float = 0.0  # CPU seconds of the scans on the workers
 
 
-def timed_scan(rank_file: RankFile) -> tuple[FileScan, float]:
+def timed_call(fn: Callable[[T], R], item: T) -> tuple[R, float]:
+    """`fn(item)` on a worker, and the CPU seconds it took there."""
     t0 = time.process_time()
-    scan = scan_file(rank_file)
-    return scan, time.process_time() - t0
+    out = fn(item)
+    return out, time.process_time() - t0
 
 
 class _TimingExecutor(DaskExecutor):
-    """Collects each file's scan CPU time on the workers while parsing as usual."""
+    """Collects each file's CPU time on the workers (over every step `parse_jobs` maps: the head pass and
+    the scan) while parsing as usual."""
 
     costs: list[float]
 
     def map(self, fn, items):  # noqa: ANN001, ANN201 - the Executor protocol
-        self.costs = []
-        for scan, secs in super().map(timed_scan, items):
-            self.costs.append(secs)
-            yield scan
+        items = list(items)
+        if not getattr(self, "costs", None) or len(self.costs) != len(items):
+            self.costs = [0.0] * len(items)
+        for i, (out, secs) in enumerate(super().map(functools.partial(timed_call, fn), items)):
+            self.costs[i] += secs
+            yield out
 
 
 def _warm() -> None:

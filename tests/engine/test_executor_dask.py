@@ -11,13 +11,16 @@ distributed = pytest.importorskip("distributed")
 
 from bot.cluster import parse_on_cluster  # noqa: E402
 from engine.bench.generate import generate_case  # noqa: E402
+from engine.decoration import learn_job  # noqa: E402
 from engine.diagnose import analyze  # noqa: E402
 from engine.executor_dask import DaskExecutor, DaskUnavailable, analyse_on_worker  # noqa: E402
-from engine.executors import InProcessExecutor  # noqa: E402
+from engine.executors import InProcessExecutor, PoolExecutor  # noqa: E402
 from engine.ingest import JobError, RankFile, discover  # noqa: E402
 from engine.job_analysis import analyse_job  # noqa: E402
 from engine.parse import parse_jobs  # noqa: E402
-from tests.helpers.dying_worker import scan_or_die_once  # noqa: E402
+from engine.scan import head_decoration, head_lines, scan_planned  # noqa: E402
+from tests.helpers.dying_worker import call_or_die_once  # noqa: E402
+from tests.helpers.jobs import write_failed_job, write_rank  # noqa: E402
 from tests.helpers.wait import WAIT  # noqa: E402
 
 UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
@@ -46,9 +49,9 @@ def cases(tmp_path_factory):
     return out
 
 
-def _json(case, executor) -> str:
+def _json(case, executor, jobs=None) -> str:
     history = sorted(p for p in case.iterdir() if p.name.startswith("history"))
-    parsed = parse_jobs([case / "failed", *history], executor=executor)
+    parsed = parse_jobs(jobs or [case / "failed", *history], executor=executor)
     d = analyze(parsed[0], parsed[1:]).to_dict(detail=True)
     d["stats"]["seconds"] = 0
     return json.dumps(d, sort_keys=True)
@@ -62,20 +65,60 @@ def test_diagnoses_are_byte_identical_to_in_process(cluster, cases):
 
 
 class _KillOnce(DaskExecutor):
-    def __init__(self, *args, marker: str, **kw):
+    """Kills a worker the first time it runs a task of the map of `during` (one of parse_jobs' steps)."""
+
+    def __init__(self, *args, marker: str, during, **kw):
         super().__init__(*args, **kw)
-        self.marker = marker
+        self.marker, self.during = marker, during
 
     def map(self, fn, items):
-        return super().map(functools.partial(scan_or_die_once, self.marker), items)
+        if fn is self.during:
+            fn = functools.partial(call_or_die_once, self.marker, fn)
+        return super().map(fn, items)
 
 
-def test_a_worker_killed_mid_job_changes_nothing(cluster, cases, tmp_path):
+@pytest.mark.parametrize("during", [head_decoration, scan_planned], ids=["head-pass", "scan"])
+def test_a_worker_killed_mid_job_changes_nothing(cluster, cases, tmp_path, during):
     marker = tmp_path / "killed"
-    with _KillOnce(cluster.scheduler_address, marker=str(marker)) as ex:
+    with _KillOnce(cluster.scheduler_address, marker=str(marker), during=during) as ex:
         got = _json(cases[0], ex)
     assert marker.exists()  # a worker really died
     assert got == _json(cases[0], InProcessExecutor())
+
+
+def _decorated_job(root):
+    """A failed job whose files show decorations the job decides together, and a plain history job."""
+    rank = [f"[trainer0|0]:2024-05-01 10:00:0{i % 10} step {i} ok" for i in range(12)]
+    rank.append("[trainer0|0]:RuntimeError: CUDA error: an illegal memory access was encountered")
+    tagged = [f"[default{r}]:[trainer0|0]:2024-05-01 10:00:0{i} step {i} ok"
+              for i in range(5) for r in (0, 1)]
+    console = ["agent started", "agent: spawning", *tagged, "agent: worker exited", "agent: done"]
+    coloured = [f"\x1b[32m2024-05-01 10:00:0{i}\x1b[0m INFO step {i}" for i in range(6)]
+    plain = [f"2024-05-01 10:00:0{i} INFO step {i}" for i in range(6)]
+    failed = write_failed_job(root / "failed", {"node-0/rank0.log": rank, "node-0/console.log": console,
+                                               "node-1/coloured.log": coloured, "node-1/plain.log": plain,
+                                               "node-2/empty.log": []})
+    write_rank(failed / "node-2" / "rank1.log", rank, gz=True)
+    history = write_failed_job(root / "history", {"node-0/rank0.log": plain * 3})
+    return [failed, history]
+
+
+def test_decorations_are_decided_alike_in_process_in_a_pool_and_on_dask(cluster, tmp_path):
+    jobs = _decorated_job(tmp_path)
+    files = [f for j in jobs for f in discover(j).files]
+    expected = learn_job([head_lines(f) for f in files])  # the job's decision over every file's start
+    console = next(d for f, d in zip(files, expected, strict=True) if f.path.endswith("console.log"))
+    assert console is not None and console.prefix is not None  # taken from the rank files (read twice)
+    assert {d.name for d in expected if d is not None} == {"ansi-sgr+constant-tag", "ansi-sgr"}
+    runs = {"serial": InProcessExecutor(), "pool": PoolExecutor(2)}
+    with DaskExecutor(cluster.scheduler_address) as dask:
+        runs["dask"] = dask
+        got = {name: parse_jobs(jobs, executor=ex) for name, ex in runs.items()}
+        diagnoses = {name: _json(tmp_path, ex, jobs) for name, ex in runs.items()}
+    for name, parsed in got.items():
+        decided = {**parsed[0].file_decorations, **parsed[1].file_decorations}
+        assert decided == {f.path: d for f, d in zip(files, expected, strict=True) if d is not None}, name
+    assert diagnoses["pool"] == diagnoses["serial"] and diagnoses["dask"] == diagnoses["serial"]
 
 
 def test_an_unreachable_scheduler_is_one_line():

@@ -130,3 +130,37 @@ def test_a_file_of_lines_that_never_repeat_keeps_a_bounded_table(tmp_path, monke
     assert 100 < len(scan.keys) <= 201 and sum(scan.counts) == 1000
     assert all(k.startswith(scan_mod.COARSE) for k in scan.keys[100:])
     assert scan.first_line[:100] == [ln.encode() for ln in lines[:100]]
+
+
+def _head_reference(path: str) -> list[str]:
+    """The first lines `head_lines` must give: those of the file's first HEAD_BYTES block."""
+    from engine.decoration import sample_size
+    from engine.ingest import ReadReport, iter_chunks
+    from engine.scan import HEAD_BYTES
+
+    block = next(iter_chunks(path, ReadReport(), HEAD_BYTES), None)
+    if block is None:
+        return []
+    return [block.line(i).decode("utf-8", "replace") for i in range(min(len(block), sample_size()))]
+
+
+@pytest.mark.parametrize("shape", ["short", "wide", "few-wide", "one-huge", "no-newline", "empty", "gz",
+                                   "gz-wide", "tail"])
+def test_head_lines_are_the_first_block_s_lines_whatever_the_probe_reads(tmp_path, shape):
+    from engine.scan import head_lines
+    from tests.helpers.jobs import write_rank
+
+    width = {"short": 40, "wide": 300, "few-wide": 9000, "gz": 40, "gz-wide": 2000, "tail": 40}
+    count = {"few-wide": 20, "tail": 7}
+    path = tmp_path / "rank-0.log"
+    if shape == "one-huge":  # a first line longer than the head and MAX_LINE: cut
+        path.write_bytes(b"x" * 300_000 + b"\nsecond\n")
+    elif shape == "no-newline":
+        path.write_bytes(b"just one unterminated line")
+    elif shape == "empty":
+        path.write_bytes(b"")
+    else:
+        lines = [f"{i:06d} " + "w" * width[shape] for i in range(count.get(shape, 500))]
+        path = write_rank(path, lines, gz=shape.startswith("gz"), newline_at_end=shape != "tail")
+    got = head_lines(RankFile(str(path), "n", path.stat().st_size))
+    assert got == _head_reference(str(path))

@@ -1,19 +1,22 @@
-"""A scan function that kills the Dask worker process running it, once (for the lost-worker test)."""
+"""A task wrapper that kills the Dask worker process running it, once (for the lost-worker tests)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from engine.scan import scan_decorated, scan_file
+T = TypeVar("T")
+R = TypeVar("R")
 
 
-def scan_or_die_once(marker: str, rank_file):  # noqa: ANN001 - a RankFile, or (RankFile, decoration)
+def call_or_die_once(marker: str, fn: Callable[[T], R], item: T) -> R:
     """Kill this worker process (as a crash or the OOM killer would) the first time it is called;
-    afterwards scan normally. `marker` is a file that records that the kill happened."""
-    flag = Path(marker)
+    afterwards return `fn(item)`, whatever the executor maps (`engine.parse` maps two steps over a
+    job's files). `marker` is a file that records that the kill happened."""
     try:
-        fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:  # parse_jobs maps (rank file, its job's decoration) pairs
-        return scan_decorated(rank_file) if isinstance(rank_file, tuple) else scan_file(rank_file)
+        fd = os.open(Path(marker), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return fn(item)
     os.close(fd)
     os._exit(9)
