@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.known import KnownSignature
 from engine.masking import MASK
-from engine.model import ParsedJob
+from engine.model import ClockNote, ParsedJob
+from engine.quiet import quiet_evidence
 from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, event_roles
 from engine.severity import severity
 
@@ -41,6 +44,7 @@ class ScoredEvent:
     role: str | None = None
     evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
     evidence_nodes: tuple[str, ...] = ()  # the nodes of those lines (where the event points), if known
+    known: str | None = None  # the id of the known signature its lines match (engine.known)
 
 
 _ALPHA = re.compile(r"[A-Za-z]{3,}")
@@ -73,8 +77,11 @@ def crash_tails(parsed: ParsedJob) -> dict[int, int]:
     return out
 
 
-def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
-    """Every candidate scored, best first."""
+def score_events(parsed: ParsedJob, candidates: list[int], *, known: Sequence[KnownSignature] = (),
+                 history: bool = False, clock: Sequence[ClockNote] = ()) -> list[ScoredEvent]:
+    """Every candidate scored, best first. `known`: fault signatures whose matches are evidence;
+    `history`: the candidates were filtered against history jobs (precursors are read); `clock`: the
+    job's clock notes (`engine.quiet`)."""
     n_nodes = max(1, len(parsed.node_counts))
     cut_tails = crash_tails(parsed)
     sev_of: dict[int, float] = {}
@@ -95,6 +102,8 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
     for i in candidates:
         if roles.role.get(i) == CONSEQUENCE:
             sev_of[i] = min(sev_of[i], CONSEQUENCE_SEVERITY)
+    known_of = quiet_evidence(parsed, candidates, sev_of, roles.role, cascade=CASCADE, alarm=ROOT_SEVERITY,
+                              known=known, history=history, clock=clock)
     # Echoes are damped only when a root cause is in sight: a severe event that is no echo, on few
     # nodes. With none (a silent hang, a killed rank), the timeouts and the launcher's report are the
     # best evidence there is.
@@ -139,7 +148,7 @@ def score_events(parsed: ParsedJob, candidates: list[int]) -> list[ScoredEvent]:
         score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
         out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role,
                                tuple(roles.evidence.get(i, ())),
-                               tuple(sorted(roles.evidence_nodes.get(i, ())))))
+                               tuple(sorted(roles.evidence_nodes.get(i, ()))), known_of.get(i)))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out
 
