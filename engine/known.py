@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import re2
 
@@ -76,13 +77,20 @@ class _Set:
         return {self.owner[i] for i in found} if found else set()
 
 
+@lru_cache(maxsize=4)
+def _compiled(known: tuple[KnownSignature, ...]) -> _Set:
+    """One compiled set per list of signatures (compiling a library's takes a good part of a second)."""
+    return _Set(known)
+
+
 def known_evidence(parsed: ParsedJob, candidates: Sequence[int],
                    known: Sequence[KnownSignature]) -> KnownEvidence:
     """Which candidate events the signatures match, and what that makes them (see the module doc)."""
     out = KnownEvidence()
     if not known:
         return out
-    matcher = _Set(known)
+    known = tuple(known)
+    matcher = _compiled(known)
     hits: dict[int, set[int]] = {}
     for i in candidates:
         t = parsed.templates[i]

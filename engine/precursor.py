@@ -7,8 +7,9 @@ later are what the lexicon sees. A candidate event (new against the history jobs
 - it is a line of a node's system log (a dmesg, journal or syslog file, or a "kernel:" line), or
   (when `new_base` is set) any line whose time is known;
 - it is seen on one node or few (at most `max_share` of them);
-- it is not later than the job's first alarm (a severe line or a cascade, in time, clocks
-  corrected by their skew), when its time is known;
+- it is not later than the failure's first mark on the clock (a cascade, a launcher's summary or
+  report, a severe line on at most half the nodes), when its time is known; a line within the
+  failure's marks weighs `late` (nodes' clocks disagree by minutes), one after them nothing;
 - its node then fails or goes silent: it logs an alarm itself, or stops writing (its last
   stamp or iteration behind the others').
 Its severity is lifted to base × exclusivity × earliness × decay^k (`engine/data/precursor.yaml`),
@@ -44,11 +45,6 @@ def _ts(ts: str | None) -> datetime | None:
         return None
 
 
-def _node_time(parsed: ParsedJob, node: str, i: int, skew: dict[str, float]) -> datetime | None:
-    t = _ts(parsed.node_first_seen.get(node, {}).get(i))
-    return t - timedelta(seconds=skew[node]) if t is not None and node in skew else t
-
-
 def _silent(parsed: ParsedJob, skew: dict[str, float]) -> set[str]:
     last = {n: _ts(ts) for n, ts in parsed.node_last_ts.items()}
     last = {n: t - timedelta(seconds=skew.get(n, 0.0)) for n, t in last.items() if t is not None}
@@ -71,11 +67,16 @@ def precursors(parsed: ParsedJob, candidates: Sequence[int], severity: dict[int,
     if len(nodes) < 2:
         return {}
     skew = {c.node: c.seconds for c in clock if c.kind == "skew"}
-    alarms = [i for i in candidates if severity.get(i, 0.0) >= alarm or roles.get(i) == "cascade"]
-    alarm_nodes = {n for i in alarms for n in parsed.templates[i].nodes}
-    first_alarm = min((t for i in alarms for n in parsed.templates[i].nodes
-                       if (t := _node_time(parsed, n, i, skew)) is not None), default=None)
+    severe = [i for i in candidates if severity.get(i, 0.0) >= alarm]
+    alarm_nodes = {n for i in severe for n in parsed.templates[i].nodes}
     failing = alarm_nodes | _silent(parsed, skew)
+    # the failure's marks on the clock: its reactions (cascades, summaries, reports) and the severe
+    # lines on few nodes; a severe line every node logs is a setting's warning, not the failure
+    marks = [i for i in severe if roles.get(i) in ("cascade", "consequence", "report")
+             or 2 * len(parsed.templates[i].nodes) <= len(nodes)]
+    mark_times = [t for i in marks for n in parsed.templates[i].nodes
+                  if (t := _ts(parsed.node_first_seen.get(n, {}).get(i))) is not None]
+    first, last = (min(mark_times), max(mark_times)) if mark_times else (None, None)
     system_paths = [p for p in parsed.positions if cfg["files"].search(PurePath(p).name)]
     limit = max(1, int(cfg["max_share"] * len(nodes)))
     pool = [i for i in candidates if roles.get(i) is None and severity.get(i, 0.0) < alarm
@@ -89,15 +90,23 @@ def precursors(parsed: ParsedJob, candidates: Sequence[int], severity: dict[int,
     out: dict[int, float] = {}
     for i in pool:
         t = parsed.templates[i]
-        k = len(t.nodes)
-        exclusive = 1.0 - (k - 1) / max(1, limit)  # 1 on one node
-        times = [x for n in t.nodes if (x := _node_time(parsed, n, i, skew)) is not None]
-        if times and first_alarm is not None and min(times) > first_alarm:
-            continue  # after the first alarm: a consequence at best
-        base = cfg["base"] if i in system else cfg["new_base"]
-        if i not in system and not (times and first_alarm is not None):
+        times = [x for n in t.nodes if (x := _ts(parsed.node_first_seen.get(n, {}).get(i))) is not None]
+        timed = bool(times) and first is not None
+        if i in system:
+            base = cfg["base"]
+        elif timed:
+            base = cfg["new_base"]
+        else:
             continue
-        early = 1.0 if times and first_alarm is not None else cfg["untimed"]
+        if not timed:
+            early = cfg["untimed"]
+        elif min(times) <= first:
+            early = 1.0
+        elif min(times) <= last:  # within the failure: clocks of nodes disagree by minutes
+            early = cfg["late"]
+        else:
+            continue  # after the failure's last mark: its aftermath
+        exclusive = 1.0 - (len(t.nodes) - 1) / max(1, limit)  # 1 on one node
         lift = base * exclusive * early * cfg["decay"] ** order.get(i, 0)
         if lift > severity.get(i, 0.0):
             out[i] = round(lift, 4)
