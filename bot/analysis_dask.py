@@ -136,7 +136,7 @@ class DaskRunner:
         submitted = time.time()
         try:
             future = client.submit(analyse_on_worker, prep.job, prep.history, prep.pool, req.top_nodes,
-                                   key=key, pure=False)
+                                   known=prep.known, key=key, pure=False)
         except (OSError, TimeoutError, CancelledError) as exc:
             raise _Lost(f"Dask cluster {self.address} failed ({one_line(exc)})") from None
         done = False

@@ -34,6 +34,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     from engine.bench.misses import format_misses
     from engine.bench.real_report import format_real_report, format_real_splits
+    from kb.known import library_signatures
 
     root = Path(args.cases)
     if not root.is_dir() or not case_dirs(root):
@@ -55,8 +56,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.verbose:
             print(f"{name}: {json.dumps(info)}", file=sys.stderr)
 
+    known = [] if args.no_library else library_signatures()
+
     if len(splits) > 1:
-        by_split = {s: evaluate(root, on_case=show, history_mode=modes[0], pool_of=kb_pool, split=s)
+        by_split = {s: evaluate(root, on_case=show, history_mode=modes[0], pool_of=kb_pool, split=s,
+                                 known=known)
                     for s in splits}
         first = next(iter(by_split.values()))
         print(format_real_splits(by_split) if first.real else
@@ -66,7 +70,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.show_misses:
             print("\n" + "\n\n".join(format_misses(r) for r in by_split.values()))
         return 0
-    results = {m: evaluate(root, on_case=show, history_mode=m, pool_of=kb_pool, split=splits[0])
+    results = {m: evaluate(root, on_case=show, history_mode=m, pool_of=kb_pool, split=splits[0], known=known)
                for m in modes}
     if len(results) == 1:
         res = results[modes[0]]
@@ -237,6 +241,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the cases of one half: dev, test (truth.json \"split\") or all (default); several, "
                         "comma-separated, print a side-by-side table. Cases labeling root_lines are scored "
                         "on the root cause first/among the first 3 against grep and Error_time")
+    e.add_argument("--no-library", action="store_true",
+                   help="rank without the knowledge base's fault library as evidence (default: with it)")
     e.set_defaults(func=cmd_eval)
     s = bsub.add_parser("speed", help="throughput and peak memory on a large generated job")
     s.add_argument("--size", default="1GB")

@@ -19,10 +19,12 @@ from bot.resolve import ResolvedJob, resolve
 from bot.sources.jobids import is_safe_job_id
 from engine.ingest import JobSpec, discover
 from engine.job_analysis import JobAnalysis, analyse_job
+from engine.known import KnownSignature
 from engine.model import Diagnosis, ParsedJob
 from engine.parse import Progress
 from kb import db as kbdb
 from kb import diagnoses, pools
+from kb.known import stored_signatures
 from kb.matcher import load_matcher
 from kb.signals import match_signals
 
@@ -85,6 +87,8 @@ class Prepared:
     job: JobSpec
     history: list[JobSpec]
     pool: list[str]
+    # the knowledge base's enabled patterns, evidence for the engine's ranking (none with no_match)
+    known: list[KnownSignature] = field(default_factory=list)
 
 
 @contextmanager
@@ -103,7 +107,8 @@ def prepared(req: TriageRequest, settings: Settings, engine: Engine,
                    for h in req.history]
         with kbdb.session(engine) as s:
             pool = sorted(pools.normal_templates(s, job.settings))
-        yield Prepared(resolved, job, history, pool)
+            known = [] if req.no_match else stored_signatures(s)
+        yield Prepared(resolved, job, history, pool, known)
 
 
 def conclude(req: TriageRequest, prep: Prepared, analysis: JobAnalysis, engine: Engine,
@@ -156,7 +161,8 @@ def triage(req: TriageRequest, progress: Progress | None = None,
     try:
         with prepared(req, settings, engine, on_fetch) as prep:
             phase("parsing")
-            analysis = analyse_job(prep.job, prep.history, prep.pool, parse=parse, top_nodes=req.top_nodes)
+            analysis = analyse_job(prep.job, prep.history, prep.pool, parse=parse, top_nodes=req.top_nodes,
+                                   known=prep.known)
         return conclude(req, prep, analysis, engine, phase)
     finally:
         if req.engine is None:

@@ -11,6 +11,7 @@ from engine.executors import Executor
 from engine.filter import NormalPool, candidate_events, normal_pool
 from engine.hang import collect_hang, raise_culprits
 from engine.ingest import JobSpec
+from engine.known import KnownSignature
 from engine.model import AnalysisDetail, Diagnosis, Event, IterationSeries, ParsedJob
 from engine.parse import Progress, parse_jobs
 from engine.spatial import rank_nodes
@@ -19,17 +20,20 @@ from engine.temporal import anomalous_iterations
 
 
 def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Iterable[str] = (),
-            top_nodes: int = 5, pool: NormalPool | None = None, hang_evidence: bool = True) -> Diagnosis:
+            top_nodes: int = 5, pool: NormalPool | None = None, hang_evidence: bool = True,
+            known: Sequence[KnownSignature] = ()) -> Diagnosis:
     """A diagnosis of an already parsed failed job, given parsed history jobs and known-normal templates.
 
     `pool`: the cross-job filter already built from `history` and `normal` (`normal_pool`), for a
     caller that needs it too; then `history` and `normal` are not read for filtering.
-    `hang_evidence`: read the job folder's flight-recorder and stack dumps (`engine.hang`)."""
+    `hang_evidence`: read the job folder's flight-recorder and stack dumps (`engine.hang`).
+    `known`: fault signatures (e.g. the knowledge base's library) whose matches are evidence for the
+    ranking (`engine.known`); without them the ranking reads the job alone."""
     started = time.perf_counter()
-    zones, candidates, scored = score_job(parsed, history, normal=normal, pool=pool)
+    zones, candidates, scored = score_job(parsed, history, normal=normal, pool=pool, known=known)
     clock = clock_notes(parsed)
     selected = select_events(scored)
-    events = [_event(parsed, e.id, e.score, e.evidence) for e in selected]
+    events = [_event(parsed, e.id, e.score, e.evidence, e.known) for e in selected]
     node_scores: dict[str, float] = {}
     # events shown only because none reached the floor (select_events' fallback) are no node evidence
     trusted = [e for e in selected if e.score >= MIN_SCORE]
@@ -50,13 +54,17 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
 
 
 def score_job(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Iterable[str] = (),
-              pool: NormalPool | None = None) -> tuple[list, list[int], list[ScoredEvent]]:
+              pool: NormalPool | None = None, known: Sequence[KnownSignature] = ()
+              ) -> tuple[list, list[int], list[ScoredEvent]]:
     """`analyze`'s first steps: years and zones settled (the zone notes returned), the candidate events
     (those no history job or `normal` template shows) and their scores, best first."""
     settle_years(parsed)
     zones = settle_zones(parsed)  # naive stamps in their node's zone: not a clock to distrust
-    candidates = candidate_events(parsed, pool if pool is not None else normal_pool(history, normal))
-    return zones, candidates, score_events(parsed, candidates)
+    pool = pool if pool is not None else normal_pool(history, normal)
+    candidates = candidate_events(parsed, pool)
+    scored = score_events(parsed, candidates, known=known, history=bool(pool.exact),
+                          clock=clock_notes(parsed))
+    return zones, candidates, scored
 
 
 HEATMAP_NODES = 12
@@ -91,12 +99,13 @@ def _detail(parsed: ParsedJob, node_scores: dict[str, float], selected: list[int
                           heatmap_counts=counts, iteration_series=kept)
 
 
-def _event(parsed: ParsedJob, eid: int, score: float, evidence: Sequence[str] = ()) -> Event:
+def _event(parsed: ParsedJob, eid: int, score: float, evidence: Sequence[str] = (),
+           known: str | None = None) -> Event:
     t = parsed.templates[eid]
     examples = list(dict.fromkeys([*evidence, *t.examples]))[:3]  # the lines that matter first
     return Event(template=t.template, score=score, count=t.count, level=t.level,
                  nodes=sorted(t.nodes, key=lambda n: (-t.nodes[n], n)), first_seen=shown_ts(t.first_seen),
-                 examples=examples)
+                 examples=examples, known=known)
 
 
 def shown_ts(ts: str | None) -> str | None:
@@ -106,7 +115,9 @@ def shown_ts(ts: str | None) -> str | None:
 
 def diagnose(job: JobSpec | Path | str, history: Sequence[JobSpec | Path | str] = (), *,
              normal: Iterable[str] = (), executor: Executor | None = None,
-             progress: Progress | None = None, top_nodes: int = 5) -> Diagnosis:
-    """Parse the failed `job` with its `history` jobs in one vocabulary and analyse it."""
+             progress: Progress | None = None, top_nodes: int = 5,
+             known: Sequence[KnownSignature] = ()) -> Diagnosis:
+    """Parse the failed `job` with its `history` jobs in one vocabulary and analyse it (`known`: see
+    `analyze`)."""
     parsed = parse_jobs([job, *history], executor=executor, progress=progress)
-    return analyze(parsed[0], parsed[1:], normal=normal, top_nodes=top_nodes)
+    return analyze(parsed[0], parsed[1:], normal=normal, top_nodes=top_nodes, known=known)

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.known import KnownSignature
 from engine.masking import MASK
-from engine.model import ParsedJob
+from engine.model import ClockNote, ParsedJob
+from engine.quiet import quiet_evidence
 from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, event_roles
 from engine.root_severity import LiftModel, learned_severity
 from engine.severity import severity
@@ -44,6 +47,7 @@ class ScoredEvent:
     role: str | None = None
     evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
     evidence_nodes: tuple[str, ...] = ()  # the nodes of those lines (where the event points), if known
+    known: str | None = None  # the id of the known signature its lines match (engine.known)
 
 
 _ALPHA = re.compile(r"[A-Za-z]{3,}")
@@ -76,9 +80,12 @@ def crash_tails(parsed: ParsedJob) -> dict[int, int]:
     return out
 
 
-def score_events(parsed: ParsedJob, candidates: list[int], *, lift: LiftModel | None = None
+def score_events(parsed: ParsedJob, candidates: list[int], *, known: Sequence[KnownSignature] = (),
+                 history: bool = False, clock: Sequence[ClockNote] = (), lift: LiftModel | None = None
                  ) -> list[ScoredEvent]:
-    """Every candidate scored, best first. `lift`: a learned severity model (`engine.root_severity`; the
+    """Every candidate scored, best first. `known`: fault signatures whose matches are evidence;
+    `history`: the candidates were filtered against history jobs (precursors are read); `clock`: the
+    job's clock notes (`engine.quiet`); `lift`: a learned severity model (`engine.root_severity`; the
     engine passes none, `l4 bench root-model severity-cv` does)."""
     n_nodes = max(1, len(parsed.node_counts))
     cut_tails = crash_tails(parsed)
@@ -102,6 +109,8 @@ def score_events(parsed: ParsedJob, candidates: list[int], *, lift: LiftModel | 
             sev_of[i] = min(sev_of[i], CONSEQUENCE_SEVERITY)
         elif i not in roles.role:  # a possible root cause in wording the lexicon does not know
             sev_of[i] = max(sev_of[i], learned_severity(parsed.templates[i], sev_of[i], lift))
+    known_of = quiet_evidence(parsed, candidates, sev_of, roles.role, cascade=CASCADE, alarm=ROOT_SEVERITY,
+                              known=known, history=history, clock=clock)
     # Echoes are damped only when a root cause is in sight: a severe event that is no echo, on few
     # nodes. With none (a silent hang, a killed rank), the timeouts and the launcher's report are the
     # best evidence there is.
@@ -146,7 +155,7 @@ def score_events(parsed: ParsedJob, candidates: list[int], *, lift: LiftModel | 
         score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
         out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role,
                                tuple(roles.evidence.get(i, ())),
-                               tuple(sorted(roles.evidence_nodes.get(i, ())))))
+                               tuple(sorted(roles.evidence_nodes.get(i, ()))), known_of.get(i)))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out
 

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from engine.executors import PARALLEL_MIN_BYTES, InProcessExecutor
 from engine.ingest import JobError, JobSpec
 from engine.job_analysis import JobAnalysis, analyse_job
+from engine.known import KnownSignature
 from engine.model import ParsedJob
 from engine.parse import parse_jobs
 
@@ -120,7 +121,8 @@ def one_line(exc: BaseException) -> str:
 
 
 def analyse_on_worker(job: JobSpec, history: Sequence[JobSpec], pool: Sequence[str],
-                      top_nodes: int = 5, *, spread_from: int = PARALLEL_MIN_BYTES) -> JobAnalysis:
+                      top_nodes: int = 5, *, spread_from: int = PARALLEL_MIN_BYTES,
+                      known: Sequence[KnownSignature] = ()) -> JobAnalysis:
     """`analyse_job` as a Dask task. Its files are scanned in this task when the jobs are small;
     from `spread_from` bytes on they are fanned out over the cluster (the task leaves its worker
     thread while it waits, so analyses waiting on scans never hold every thread)."""
@@ -131,4 +133,4 @@ def analyse_on_worker(job: JobSpec, history: Sequence[JobSpec], pool: Sequence[s
 
         with worker_client() as client:
             return parse_jobs(jobs, executor=DaskExecutor(client=client))
-    return analyse_job(job, history, pool, parse=parse, top_nodes=top_nodes)
+    return analyse_job(job, history, pool, parse=parse, top_nodes=top_nodes, known=known)

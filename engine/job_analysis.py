@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from engine.diagnose import analyze
 from engine.filter import candidate_events, normal_pool
 from engine.ingest import JobError, JobSpec
+from engine.known import KnownSignature
 from engine.model import Diagnosis, ParsedJob, TemplateStat
 
 Parse = Callable[[list[JobSpec]], list[ParsedJob]]
@@ -33,9 +34,10 @@ class JobAnalysis:
 
 
 def analyse_job(job: JobSpec, history: Sequence[JobSpec], pool: Iterable[str], *, parse: Parse,
-                top_nodes: int = 5) -> JobAnalysis:
+                top_nodes: int = 5, known: Sequence[KnownSignature] = ()) -> JobAnalysis:
     """Analyse `job` (see the module doc); `parse` parses the jobs (e.g. `engine.parse.parse_jobs`
-    with an executor). Raises JobError when the job has no log lines."""
+    with an executor); `known`: fault signatures the ranking reads as evidence (`engine.known`).
+    Raises JobError when the job has no log lines."""
     started = time.time()
     parsed = parse([job, *history])
     failed = parsed[0]
@@ -45,7 +47,7 @@ def analyse_job(job: JobSpec, history: Sequence[JobSpec], pool: Iterable[str], *
         raise JobError(f"no log lines in {job.root}: its {st.files} file(s) are empty or unreadable"
                        + (f" ({why})" if why else ""))
     normal = normal_pool(parsed[1:], pool)  # one filter for the engine and the pattern match
-    diagnosis = analyze(failed, parsed[1:], top_nodes=top_nodes, pool=normal)
+    diagnosis = analyze(failed, parsed[1:], top_nodes=top_nodes, pool=normal, known=known)
     fresh = [failed.templates[i] for i in candidate_events(failed, normal)]
     evidence = ParsedJob(job_id=failed.job_id, settings=dict(failed.settings), status=failed.status,
                          node_counts={n: {} for n in failed.node_counts},

@@ -52,6 +52,7 @@ class Event:
     nodes: list[str]
     first_seen: str | None
     examples: list[str]
+    known: str | None = None  # the id of the known fault signature its lines match, if any (optional in JSON)
 
 
 @dataclass
@@ -187,6 +188,9 @@ class Diagnosis:
                 d.pop(optional, None)
         if not d.get("clock"):
             d.pop("clock", None)
+        for e in d["events"]:
+            if e.get("known") is None:
+                e.pop("known", None)
         if not d["stats"].get("free_text_lines"):
             d["stats"].pop("free_text_lines", None)
         if not detail or d.get("detail") is None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from engine.bench.baselines import BASELINES, GREP_ORDERS, grep_events
 from engine.bench.rootcause import root_rank
 from engine.diagnose import analyze
+from engine.known import KnownSignature
 from engine.parse import parse_jobs
 
 TOPS = (1, 3, 5, 8)
@@ -171,10 +172,12 @@ class EvalResult:
 
 
 def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
-             history_mode: str = "parse", pool_of: PoolOf = separate_pool, split: str = "all") -> EvalResult:
+             history_mode: str = "parse", pool_of: PoolOf = separate_pool, split: str = "all",
+             known: Sequence[KnownSignature] = ()) -> EvalResult:
     """Score every case of `root` (of one `split`). s/case counts parsing and analysing the failed
     job (with its history in ``parse`` mode), not building the pool in ``pool`` mode (learning
-    happens offline)."""
+    happens offline). `known`: fault signatures the engine's ranking reads (`engine.known`; the
+    CLI passes the knowledge base's library unless told not to)."""
     if history_mode not in HISTORY_MODES:
         raise ValueError(f"unknown history mode {history_mode!r} (one of {', '.join(HISTORY_MODES)})")
     per_kind: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
@@ -188,10 +191,10 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
         t0 = time.perf_counter()
         if history_mode == "parse":
             parsed = parse_jobs([case / "failed", *history])
-            diagnosis = analyze(parsed[0], parsed[1:])
+            diagnosis = analyze(parsed[0], parsed[1:], known=known)
         else:
             parsed = parse_jobs([case / "failed"])
-            diagnosis = analyze(parsed[0], normal=normal)
+            diagnosis = analyze(parsed[0], normal=normal, known=known)
         secs = time.perf_counter() - t0
         results = {
             "L4": (

@@ -125,3 +125,8 @@ def prose_lines(count: int, seed: int = 0, prefix: str = "") -> list[str]:
     while len(out) < count:
         out[prefix + " ".join(rng.choice(vocab) for _ in range(rng.randint(4, 16)))] = None
     return list(out)
+
+
+def write_system_log(root: Path, node: int, lines: list[str], name: str = "dmesg.log") -> Path:
+    """A node's system log (dmesg, journal, syslog) beside the rank files of a job built by `make_job`."""
+    return write_rank(root / f"node-{node:03d}" / name, lines)
