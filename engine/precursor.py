@@ -24,10 +24,18 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import PurePath
 
+from engine.masking import MASK
 from engine.model import ClockNote, ParsedJob
 from engine.rules import load
 
 SILENCE_SECONDS = 30.0  # a node whose last stamp is this far behind the latest went silent
+_WORD = re.compile(r"[A-Za-z]{3,}")
+
+
+def _words(template: str) -> int:
+    """How many whole constant words the template has (tokens with no variable part): a line cut
+    after its header ("host systemd[1]", "mlx5_core 0000:8a:00") says nothing, however new it is."""
+    return sum(1 for tok in template.split() if MASK not in tok and _WORD.search(tok))
 
 
 @lru_cache(maxsize=1)
@@ -81,7 +89,8 @@ def precursors(parsed: ParsedJob, candidates: Sequence[int], severity: dict[int,
     limit = max(1, int(cfg["max_share"] * len(nodes)))
     pool = [i for i in candidates if roles.get(i) is None and severity.get(i, 0.0) < alarm
             and 1 <= len(parsed.templates[i].nodes) <= limit
-            and set(parsed.templates[i].nodes) <= failing]
+            and set(parsed.templates[i].nodes) <= failing
+            and _words(parsed.templates[i].template) >= cfg["min_words"]]
     if not pool:
         return {}
     system = {i for i in pool if any(i in parsed.positions[p] for p in system_paths)
