@@ -177,10 +177,24 @@ class Terminated(KeyboardInterrupt):
 _MAIN_PID = os.getpid()
 
 
+# The interrupts the main process received during `main`. The exception a handler raises can be
+# swallowed ("Exception ignored in …") when the signal lands in a function Python calls itself, e.g.
+# logging's fork hooks while a process pool starts; the work then ends normally, and this list is
+# what still makes the exit code say the run was interrupted.
+_RECEIVED: list[int] = []
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
     if os.getpid() != _MAIN_PID:  # a forked pool worker terminated before its initializer ran
         os._exit(128 + signal.SIGTERM)
+    _RECEIVED.append(signal.SIGTERM)
     raise Terminated()
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    if os.getpid() == _MAIN_PID:
+        _RECEIVED.append(signal.SIGINT)
+    signal.default_int_handler(signum, frame)
 
 
 INTERRUPT_CODES = frozenset({128 + signal.SIGINT, 128 + signal.SIGTERM})
@@ -212,8 +226,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     load_dotenv()
+    _RECEIVED.clear()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _on_sigint)
+    code = _run_command(args)
+    if _RECEIVED and code not in INTERRUPT_CODES:  # an interrupt whose exception was swallowed
+        return _interrupted(Terminated() if _RECEIVED[-1] == signal.SIGTERM else KeyboardInterrupt())
+    return code
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except (JobError, ConfigError, KbError) as exc:

@@ -148,3 +148,22 @@ def test_an_interrupt_inside_code_run_from_a_string_still_exits_130(tmp_path: Pa
         assert proc.returncode == 130, proc.stderr
     else:  # the interpreter's own ending, which `run` avoids: shows the test sets the flag
         assert proc.returncode == -signal.SIGINT
+
+
+def test_an_interrupt_whose_exception_python_swallowed_still_ends_the_run_as_interrupted(
+        monkeypatch, capsys) -> None:
+    """A SIGTERM that lands in one of Python's own hooks (logging's fork handlers while a pool starts)
+    has its exception printed as "Exception ignored" and the work goes on; the exit code still says
+    SIGTERM, not success."""
+    from bot import cli
+
+    def swallowed(args) -> int:
+        try:
+            cli._on_sigterm(signal.SIGTERM, None)
+        except cli.Terminated:
+            pass  # what "Exception ignored in: <function _releaseLock …>" does
+        return 0
+
+    monkeypatch.setattr(cli, "_run_command", swallowed)
+    assert cli.main(["diagnose", "/nonexistent/job"]) == 143  # parsed only: the command is replaced
+    assert "interrupted (SIGTERM)" in capsys.readouterr().err
