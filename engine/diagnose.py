@@ -12,7 +12,7 @@ from engine.filter import NormalPool, candidate_events, normal_pool
 from engine.hang import collect_hang, raise_culprits
 from engine.ingest import JobSpec
 from engine.known import KnownSignature
-from engine.model import AnalysisDetail, Diagnosis, Event, IterationSeries, ParsedJob
+from engine.model import AnalysisDetail, ClockNote, Diagnosis, Event, IterationSeries, ParsedJob
 from engine.parse import Progress, parse_jobs
 from engine.spatial import rank_nodes
 from engine.stage import failure_stage
@@ -30,8 +30,7 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     `known`: fault signatures (e.g. the knowledge base's library) whose matches are evidence for the
     ranking (`engine.known`); without them the ranking reads the job alone."""
     started = time.perf_counter()
-    zones, candidates, scored = score_job(parsed, history, normal=normal, pool=pool, known=known)
-    clock = clock_notes(parsed)
+    zones, clock, candidates, scored = score_job(parsed, history, normal=normal, pool=pool, known=known)
     selected = select_events(scored)
     events = [_event(parsed, e.id, e.score, e.evidence, e.known) for e in selected]
     node_scores: dict[str, float] = {}
@@ -55,16 +54,16 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
 
 def score_job(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Iterable[str] = (),
               pool: NormalPool | None = None, known: Sequence[KnownSignature] = ()
-              ) -> tuple[list, list[int], list[ScoredEvent]]:
-    """`analyze`'s first steps: years and zones settled (the zone notes returned), the candidate events
-    (those no history job or `normal` template shows) and their scores, best first."""
+              ) -> tuple[list[ClockNote], list[ClockNote], list[int], list[ScoredEvent]]:
+    """`analyze`'s first steps: years and zones settled (the zone notes returned), the clock notes, the
+    candidate events (those no history job or `normal` template shows) and their scores, best first."""
     settle_years(parsed)
     zones = settle_zones(parsed)  # naive stamps in their node's zone: not a clock to distrust
     pool = pool if pool is not None else normal_pool(history, normal)
     candidates = candidate_events(parsed, pool)
-    scored = score_events(parsed, candidates, known=known, history=bool(pool.exact),
-                          clock=clock_notes(parsed))
-    return zones, candidates, scored
+    clock = clock_notes(parsed)
+    scored = score_events(parsed, candidates, known=known, history=bool(pool.exact), clock=clock)
+    return zones, clock, candidates, scored
 
 
 HEATMAP_NODES = 12

@@ -64,7 +64,7 @@ def census_case(case: Path, truth: dict) -> CaseResult:
 
     parsed = parse_jobs([case / "failed", *history_dirs(case)])
     job = parsed[0]
-    _, candidates, scored = score_job(job, parsed[1:])
+    _, _, candidates, scored = score_job(job, parsed[1:])
     selected = select_events(scored)
     roots = root_lines(truth)
     corpus = corpus_of(truth)

@@ -141,7 +141,7 @@ def hand_order(job, history: Sequence) -> list:
     scores them: years and zones settled, candidates those no history job shows."""
     from engine.diagnose import score_job
 
-    return score_job(job, history)[2]
+    return score_job(job, history)[3]
 
 
 def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None) -> list[Record]:

@@ -53,7 +53,7 @@ def load_case(case: Path, truth: dict) -> Case:
 
     parsed = parse_jobs([case / "failed", *history_dirs(case)])
     job = parsed[0]
-    _, candidates, _ = score_job(job, parsed[1:])
+    _, _, candidates, _ = score_job(job, parsed[1:])
     roots = root_lines(truth)
     labels = {i: shows_root(job.templates[i].template, job.templates[i].examples, roots) for i in candidates}
     lexicon = {i: severity(job.templates[i].template, job.templates[i].level) for i in candidates}
