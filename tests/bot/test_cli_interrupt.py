@@ -37,7 +37,8 @@ def _start(job: Path, tmp_path: Path) -> subprocess.Popen:
     env = {**os.environ, "L4_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.db'}"}
     return subprocess.Popen([sys.executable, "-m", "bot.cli", "diagnose", str(job), "--format", "json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)  # its own process group, as in a terminal
+                            start_new_session=True,  # its own process group, as in a terminal
+                            preexec_fn=_sigint_as_in_a_terminal)  # a background CI shell hands down SIG_IGN
 
 
 def _workers(proc: subprocess.Popen, want: int = 2, timeout: float = WAIT) -> list[psutil.Process]:
