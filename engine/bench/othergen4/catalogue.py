@@ -1,4 +1,4 @@
-"""The fourth outsider generator's data: fault kinds (data/kinds.yaml) and ordinary lines (data/noise.yaml)."""
+"""The fourth outsider generator's data: fault kinds (data/kinds.yaml), ordinary lines (data/noise.yaml)."""
 
 from __future__ import annotations
 
@@ -58,5 +58,5 @@ def split_level(template: str) -> tuple[str | None, str]:
     """("ERROR", body) for a template tagged "E: ", (None, template) for a raw line."""
     for tag, level in LEVELS.items():
         if template.startswith(tag):
-            return level, template[len(tag):]
+            return level, template[len(tag) :]
     return None, template

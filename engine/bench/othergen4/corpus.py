@@ -58,7 +58,9 @@ def plan(cases: int, seed: int) -> list[CasePlan]:
             rpn = 1
         else:
             rpn = rng.choice((2, 4, 8)) if nodes <= 8 else (2 if nodes <= 16 else 1)
-        out.append(CasePlan(f"{kind.name}-{shape}-{i + 1:03d}", kind.name, shape, nodes, rpn, rng.getrandbits(32)))
+        out.append(
+            CasePlan(f"{kind.name}-{shape}-{i + 1:03d}", kind.name, shape, nodes, rpn, rng.getrandbits(32))
+        )
     return out
 
 
@@ -78,7 +80,9 @@ def _hosts(shape: str, n: int, rng: random.Random, job_name: str) -> list[str]:
     return [f"lsf-gpu{base + i:03d}" for i in range(n)]
 
 
-def _job(p: CasePlan, rng: random.Random, failed: bool, job_name: str, model: str, dsname: str) -> tuple[Job, dict]:
+def _job(
+    p: CasePlan, rng: random.Random, failed: bool, job_name: str, model: str, dsname: str
+) -> tuple[Job, dict]:
     shape, fw = p.shape, FRAMEWORK[p.shape]
     hosts = _hosts(shape, p.nodes, rng, job_name)
     ranks = []
@@ -92,25 +96,57 @@ def _job(p: CasePlan, rng: random.Random, failed: bool, job_name: str, model: st
     save_every = rng.choice((250, 500))
     rstep = rng.choice((0, save_every, 2 * save_every))
     values = {
-        "model": model, "dsname": dsname, "world": world, "nnodes": p.nodes, "rpn": p.rpn,
-        "master": hosts[0], "mip": ips[0], "port": rng.choice((29500, 36000, 49173, 6170)), "ips": ips,
-        "shards": rng.choice((512, 1024, 4096)), "total": total, "rstep": rstep, "rstep1": rstep + 1,
-        "gbs": world * 4, "examples": total * world * 4, "nfs": f"nfs-{rng.randint(1, 9)}.storage.internal",
+        "model": model,
+        "dsname": dsname,
+        "world": world,
+        "nnodes": p.nodes,
+        "rpn": p.rpn,
+        "master": hosts[0],
+        "mip": ips[0],
+        "port": rng.choice((29500, 36000, 49173, 6170)),
+        "ips": ips,
+        "shards": rng.choice((512, 1024, 4096)),
+        "total": total,
+        "rstep": rstep,
+        "rstep1": rstep + 1,
+        "gbs": world * 4,
+        "examples": total * world * 4,
+        "nfs": f"nfs-{rng.randint(1, 9)}.storage.internal",
         "podid": "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6)),
-        "tids": [rng.randint(1000, 99999) for _ in ranks], "agent_pids": [rng.randint(100, 1999) for _ in hosts],
-        "phys": [f"gpu-node-{rng.randint(1, 400):03d}" for _ in hosts], "jobid": rng.randint(100000, 999999),
-        "cpu_secs": rng.uniform(1e5, 9e5), "max_mem": rng.randint(200000, 900000),
-        "mp": min(8, p.rpn), "pp": 1, "shd": max(1, world // max(1, min(8, p.rpn))), "ndev": world * (8 if fw == "jax" else 1),
-        "nldev": 8, "nd": p.nodes, "nf": 8, "pci": f"{rng.choice((0x18, 0x3b, 0x5d, 0x9a, 0xbb, 0xdb)):02x}:00.0",
-        "ibn": rng.randint(0, 7), "peer_ip": ips[(1 + rng.randrange(max(1, p.nodes - 1))) % p.nodes],
-        "pport": rng.randint(30000, 60000), "gidtail": f"{rng.getrandbits(16):04x}", "seq": rng.randint(20000, 90000),
-        "numel": rng.choice((1048576, 8388608, 67108864)), "msx": f"{rng.randint(1, 999):03d}",
-        "joined": max(1, world - p.rpn), "tried": f"{rng.uniform(1.2, 14.0):.2f}", "freemib": rng.randint(90, 900),
-        "rsskb": rng.randint(500000000, 1900000000), "seqtok": rng.randint(33000, 65000), "maxtok": 32768,
-        "lastloss": f"{rng.uniform(2.0, 3.5):.4f}", "lscale": "1.0", "slow": f"{rng.uniform(40, 300):.1f}",
-        "med": f"{rng.uniform(1.0, 4.0):.2f}", "tidhex": f"{rng.getrandbits(40):010x}",
-        "secs": rng.uniform(5, 90), "world_info": base64.b64encode(
-            json.dumps({h: list(range(p.rpn)) for h in hosts}).encode()).decode(),
+        "tids": [rng.randint(1000, 99999) for _ in ranks],
+        "agent_pids": [rng.randint(100, 1999) for _ in hosts],
+        "phys": [f"gpu-node-{rng.randint(1, 400):03d}" for _ in hosts],
+        "jobid": rng.randint(100000, 999999),
+        "cpu_secs": rng.uniform(1e5, 9e5),
+        "max_mem": rng.randint(200000, 900000),
+        "mp": min(8, p.rpn),
+        "pp": 1,
+        "shd": max(1, world // max(1, min(8, p.rpn))),
+        "ndev": world * (8 if fw == "jax" else 1),
+        "nldev": 8,
+        "nd": p.nodes,
+        "nf": 8,
+        "pci": f"{rng.choice((0x18, 0x3B, 0x5D, 0x9A, 0xBB, 0xDB)):02x}:00.0",
+        "ibn": rng.randint(0, 7),
+        "peer_ip": ips[(1 + rng.randrange(max(1, p.nodes - 1))) % p.nodes],
+        "pport": rng.randint(30000, 60000),
+        "gidtail": f"{rng.getrandbits(16):04x}",
+        "seq": rng.randint(20000, 90000),
+        "numel": rng.choice((1048576, 8388608, 67108864)),
+        "msx": f"{rng.randint(1, 999):03d}",
+        "joined": max(1, world - p.rpn),
+        "tried": f"{rng.uniform(1.2, 14.0):.2f}",
+        "freemib": rng.randint(90, 900),
+        "rsskb": rng.randint(500000000, 1900000000),
+        "seqtok": rng.randint(33000, 65000),
+        "maxtok": 32768,
+        "lastloss": f"{rng.uniform(2.0, 3.5):.4f}",
+        "lscale": "1.0",
+        "slow": f"{rng.uniform(40, 300):.1f}",
+        "med": f"{rng.uniform(1.0, 4.0):.2f}",
+        "tidhex": f"{rng.getrandbits(40):010x}",
+        "secs": rng.uniform(5, 90),
+        "world_info": base64.b64encode(json.dumps({h: list(range(p.rpn)) for h in hosts}).encode()).decode(),
     }
     values["seqm"] = values["seq"] - 1
     values["shard"] = f"/mnt/datasets/{dsname}/train-{rng.randint(0, 4095):05d}-of-04096.parquet"
@@ -159,14 +195,26 @@ def _write_case(root: Path, p: CasePlan) -> Path:
     crlf = p.shape == "lsf" and rng.random() < 0.5 or rng.random() < 0.08
     rotate = p.shape in ("kubeflow", "volcano") and rng.random() < 0.6
     odd = rng.random() < 0.25
-    settings = {"model": model, "framework": {"paddle": "paddlenlp", "jax": "maxtext-like", "kubeflow": "torchtitan",
-                                               "volcano": "torchtune", "pdsh": "deepspeed", "lsf": "torchrun"}[p.shape],
-                "image": f"registry.local/train:{p.shape}-2026.11", "launcher": p.shape}
+    settings = {
+        "model": model,
+        "framework": {
+            "paddle": "paddlenlp",
+            "jax": "maxtext-like",
+            "kubeflow": "torchtitan",
+            "volcano": "torchtune",
+            "pdsh": "deepspeed",
+            "lsf": "torchrun",
+        }[p.shape],
+        "image": f"registry.local/train:{p.shape}-2026.11",
+        "launcher": p.shape,
+    }
     truth_bits: dict = {}
     skewed = None
     for h in range(3):
         failed = h == 0
-        job_name = f"{p.kind.replace('_', '-')[:18]}-{rng.randint(1000, 9999)}" if failed else f"{model}-run{h}"
+        job_name = (
+            f"{p.kind.replace('_', '-')[:18]}-{rng.randint(1000, 9999)}" if failed else f"{model}-run{h}"
+        )
         job, meta = _job(p, rng, failed, job_name.lower(), model, dsname)
         tz = [rng.choice(TZ_MINUTES) for _ in job.nodes]
         if p.shape in ("kubeflow", "volcano", "jax"):
@@ -176,14 +224,24 @@ def _write_case(root: Path, p: CasePlan) -> Path:
             k = rng.randrange(len(job.nodes))
             skew[k] = rng.choice((-1, 1)) * rng.uniform(90, 420)
             skewed = job.nodes[k] if failed else skewed
-        boot = [rng.uniform(3e4, 4e6) for _ in job.nodes]
+        # uptime at the job's start: the kernel's boot lines (timeline) stand 2-6 hours before it
+        boot = [3600.0 * (2 + k % 5) + rng.uniform(20.0, 60.0) for k in range(len(job.nodes))]
         clock = Clock(epoch + timedelta(days=-h), tz, skew, boot)
         folder = case / ("failed" if failed else f"history/h{h}")
         w = render(job, clock, rng, p.shape)
         w.write(folder, gz and failed, crlf, rotate and failed, odd and failed)
-        (folder / "job.json").write_text(json.dumps({
-            "job_id": job.name, "status": "failed" if failed else "succeeded", "settings": settings,
-            "launcher": p.shape}, indent=1) + "\n")
+        (folder / "job.json").write_text(
+            json.dumps(
+                {
+                    "job_id": job.name,
+                    "status": "failed" if failed else "succeeded",
+                    "settings": settings,
+                    "launcher": p.shape,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         if failed:
             truth_bits = {"w": w, "job": job, "meta": meta, "tz": tz}
     w, job, meta = truth_bits["w"], truth_bits["job"], truth_bits["meta"]
@@ -191,18 +249,32 @@ def _write_case(root: Path, p: CasePlan) -> Path:
     indicating = roles.get("node", []) + roles.get("root", [])
     root_lines = list(dict.fromkeys(indicating + roles.get("frames", [])))
     truth = {
-        "case_id": p.name, "kind": p.kind, "category": kind.category, "source": f"othergen4/{p.kind}",
-        "split": split_of(p.name), "stage": kind.stage,
+        "case_id": p.name,
+        "kind": p.kind,
+        "category": kind.category,
+        "source": f"othergen4/{p.kind}",
+        "split": split_of(p.name),
+        "stage": kind.stage,
         "iteration": meta["fault_step"] if kind.stage in ("training", "checkpointing") else None,
         "faulty_nodes": [] if kind.scope == "all" else [job.nodes[job.fault_node]],
         "indicating": [{"key": p.kind, "lines": list(dict.fromkeys(indicating))}],
         "root_lines": root_lines,
         "context_lines": list(dict.fromkeys(roles.get("frames", []) + roles.get("precursor", []))),
         "cascade_lines": list(dict.fromkeys(roles.get("cascade", []) + roles.get("agent", []))),
-        "shape": p.shape, "framework": FRAMEWORK[p.shape], "scope": kind.scope, "nodes": p.nodes,
-        "ranks_per_node": p.rpn, "world_size": p.nodes * p.rpn, "gzip": gz, "crlf": crlf, "rotated": rotate,
-        "odd_bytes": odd, "skewed_node": skewed, "utc_offsets_min": sorted(set(truth_bits["tz"])),
-        "resumed_from": meta["rstep"] or None, "total_steps": meta["total"],
+        "shape": p.shape,
+        "framework": FRAMEWORK[p.shape],
+        "scope": kind.scope,
+        "nodes": p.nodes,
+        "ranks_per_node": p.rpn,
+        "world_size": p.nodes * p.rpn,
+        "gzip": gz,
+        "crlf": crlf,
+        "rotated": rotate,
+        "odd_bytes": odd,
+        "skewed_node": skewed,
+        "utc_offsets_min": sorted(set(truth_bits["tz"])),
+        "resumed_from": meta["rstep"] or None,
+        "total_steps": meta["total"],
     }
     (case / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return case
@@ -214,8 +286,17 @@ def generate_corpus(out: Path, cases: int, seed: int) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     plans = plan(cases, seed)
     dirs = [_write_case(out, p) for p in plans]
-    index = [{"case_id": p.name, "path": p.name, "kind": p.kind, "shape": p.shape,
-              "category": kinds()[p.kind].category, "split": split_of(p.name), "source": f"othergen4/{p.kind}"}
-             for p in plans]
+    index = [
+        {
+            "case_id": p.name,
+            "path": p.name,
+            "kind": p.kind,
+            "shape": p.shape,
+            "category": kinds()[p.kind].category,
+            "split": split_of(p.name),
+            "source": f"othergen4/{p.kind}",
+        }
+        for p in plans
+    ]
     (out / "cases.json").write_text(json.dumps(index, indent=1) + "\n")
     return dirs

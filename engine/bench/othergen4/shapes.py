@@ -30,8 +30,14 @@ from pathlib import Path
 from engine.bench.othergen4.timeline import Job, Msg
 
 SHAPES = ("paddle", "jax", "kubeflow", "volcano", "pdsh", "lsf")
-FRAMEWORK = {"paddle": "paddle", "jax": "jax", "kubeflow": "torch", "volcano": "torch", "pdsh": "torch",
-             "lsf": "torch"}
+FRAMEWORK = {
+    "paddle": "paddle",
+    "jax": "jax",
+    "kubeflow": "torch",
+    "volcano": "torch",
+    "pdsh": "torch",
+    "lsf": "torch",
+}
 LINE = tuple[float, str, str | None]  # (true time, rendered line, truth role)
 
 
@@ -54,12 +60,21 @@ class Clock:
 
 def _fill(m: Msg, clock: Clock, node: int) -> list[str]:
     local = clock.local(node, m.t)
-    stamp = {"gmd": local.strftime("%m%d"), "gtime": local.strftime("%H:%M:%S.%f"),
-             "iso": local.isoformat(timespec="microseconds"), "unix": int(clock.utc(node, m.t).timestamp())}
+    stamp = {
+        "gmd": local.strftime("%m%d"),
+        "gtime": local.strftime("%H:%M:%S.%f"),
+        "iso": local.isoformat(timespec="microseconds"),
+        "unix": int(clock.utc(node, m.t).timestamp()),
+    }
     return m.template.format_map({**m.ctx, **stamp}).split("\n")
 
 
-_PY_FILES = {"INFO": "train.py:212", "WARNING": "train.py:188", "ERROR": "train.py:341", "FATAL": "train.py:341"}
+_PY_FILES = {
+    "INFO": "train.py:212",
+    "WARNING": "train.py:188",
+    "ERROR": "train.py:341",
+    "FATAL": "train.py:341",
+}
 
 
 def _ms(d: datetime) -> str:
@@ -93,11 +108,19 @@ class Writer:
                 for _, line, role in chunk:
                     if role:
                         self.roles.setdefault(role, []).append(line)
+                if odd and _is_rank_file(name):
+                    # a latin-1 byte in a path of an ordinary line (the dataset folder's name)
+                    for k, (t, line, role) in enumerate(chunk):
+                        if role is None and "/mnt/datasets/" in line:
+                            chunk[k] = (
+                                t,
+                                line.replace("/mnt/datasets/", "/mnt/datasets/caf\udce9-", 1),
+                                role,
+                            )
+                            break
                 eol = "\r\n" if crlf and not name.endswith(".json") else "\n"
                 text = eol.join(line for _, line, _ in chunk) + eol
                 data = text.encode("utf-8", "surrogateescape")
-                if odd and "workerlog.0" in name or odd and name.endswith("rank000.log"):
-                    data = data.replace(b"/mnt/datasets/", b"/mnt/datasets/caf\xe9-", 1)
                 target = root / name
                 if gz and not name.endswith(".gz") and _is_rank_file(name):
                     target = root / (name + ".gz")
@@ -127,14 +150,21 @@ def _logger(shape: str, d: datetime, level: str, body: str, rank: int) -> str:
     if shape == "paddle":
         return f"[{_ms(d)}] [{level:>8}] - {body}"
     if shape == "jax":
-        return f"{level[0]}{d.strftime('%m%d %H:%M:%S.%f')} {140230000000 + rank * 4099} {_PY_FILES[level]}] {body}"
+        tid = 140230000000 + rank * 4099
+        return f"{level[0]}{d.strftime('%m%d %H:%M:%S.%f')} {tid} {_PY_FILES[level]}] {body}"
     if shape == "kubeflow":
         return f"[titan] {_ms(d)} - root - {level} - {body}"
     if shape == "volcano":
         return f"{level}:torchtune.utils._logging:{body}"
     if shape == "pdsh":
         return f"[{_ms(d)}] [{level}] [engine.py:{2100 + len(body) % 90}:step] {body}"
-    return f"{d.strftime('%Y-%m-%d %H:%M:%S.')}{d.microsecond // 1000:03d} | {level:<8} | trainer:train_step:212 - {body}"
+    where = (
+        _LOGURU_AT[len(body) % len(_LOGURU_AT)] if not body.startswith("step:") else "trainer:train_step:212"
+    )
+    return f"{d.strftime('%Y-%m-%d %H:%M:%S.')}{d.microsecond // 1000:03d} | {level:<8} | {where} - {body}"
+
+
+_LOGURU_AT = ("trainer:main:88", "trainer:setup:131", "data:build:57", "trainer:fit:240", "ckpt:save:73")
 
 
 def _glog(d: datetime, level: str, pid: int, src: str, body: str) -> str:
@@ -146,7 +176,7 @@ def _cri(d_utc: datetime, stream: str, content: str, limit: int = 16384) -> list
     ts = d_utc.strftime("%Y-%m-%dT%H:%M:%S.%f") + f"{ns:03d}Z"
     if len(content) <= limit:
         return [f"{ts} {stream} F {content}"]
-    parts = [content[i:i + limit] for i in range(0, len(content), limit)]
+    parts = [content[i : i + limit] for i in range(0, len(content), limit)]
     return [f"{ts} {stream} {'F' if i == len(parts) - 1 else 'P'} {p}" for i, p in enumerate(parts)]
 
 
@@ -168,17 +198,33 @@ def render(job: Job, clock: Clock, rng: random.Random, shape: str) -> Writer:
         }[shape]
         msgs = job.rank_msgs[r.rank]
         if shape in ("kubeflow", "volcano") and r.lrank == 0 and msgs:
-            cfg = json.dumps({"job": {"name": job.name, "dump_folder": "/outputs"},
-                              "model": {"name": v["model"], "flavor": "8B", "layers": [
-                                  {"idx": i, "attn": "sdpa", "ffn_dim": 14336, "rope_theta": 500000.0}
-                                  for i in range(32 * 6)]}}, sort_keys=True)
+            cfg = json.dumps(
+                {
+                    "job": {"name": job.name, "dump_folder": "/outputs"},
+                    "model": {
+                        "name": v["model"],
+                        "flavor": "8B",
+                        "layers": [
+                            {"idx": i, "attn": "sdpa", "ffn_dim": 14336, "rope_theta": 500000.0}
+                            for i in range(32 * 6)
+                        ],
+                    },
+                },
+                sort_keys=True,
+            )
             body = _logger(shape, clock.utc(node, msgs[0].t), "INFO", f"Job config: {cfg}", r.rank)
             for ln in _cri(clock.utc(node, msgs[0].t), "stderr", body):
                 w.add(path, msgs[0].t, ln, None)
         for m in msgs:
-            texts = _fill(m, clock, node)
+            items = [(x, m.role) for x in _fill(m, clock, node)]
+            if shape == "paddle" and m.role == "root" and "(at /paddle/" in items[0][0]:
+                # Paddle's C++ error block (context, not the root's own line)
+                items = [
+                    (x, "precursor")
+                    for x in ("----------------------", "Error Message Summary:", "----------------------")
+                ] + items
             d = clock.utc(node, m.t) if shape in ("kubeflow", "volcano") else clock.local(node, m.t)
-            for k, text in enumerate(texts):
+            for k, (text, role) in enumerate(items):
                 if m.level and k == 0:
                     line = _logger(shape, d, m.level, text, r.rank)
                 else:
@@ -186,17 +232,27 @@ def render(job: Job, clock: Clock, rng: random.Random, shape: str) -> Writer:
                 if shape in ("kubeflow", "volcano"):
                     stream = "stdout" if m.level == "INFO" and shape == "volcano" else "stderr"
                     for ln in _cri(clock.utc(node, m.t), stream, line):
-                        w.add(path, m.t, ln, m.role)
+                        w.add(path, m.t, ln, role)
                 elif shape == "pdsh":
-                    w.add(path, m.t, f"{host}: {line}", m.role)
+                    w.add(path, m.t, f"{host}: {line}", role)
                 else:
-                    w.add(path, m.t, line, m.role)
-            if shape == "lsf" and m.level == "INFO" and m.role is None and "step" in m.ctx and \
-                    m.template.startswith("step:") and r.lrank == 0:
+                    w.add(path, m.t, line, role)
+            if (
+                shape == "lsf"
+                and m.level == "INFO"
+                and m.role is None
+                and "step" in m.ctx
+                and m.template.startswith("step:")
+                and r.lrank == 0
+            ):
                 ld = clock.local(node, m.t)
-                w.add(f"{host}/events.log", m.t,
-                      f"{ld.isoformat(timespec='microseconds')} [info     ] train_step                     "
-                      f"loss={m.ctx['loss']:.4f} rank={r.rank} step={m.ctx['step']} tps={m.ctx['tps']}", None)
+                w.add(
+                    f"{host}/events.log",
+                    m.t,
+                    f"{ld.isoformat(timespec='microseconds')} [info     ] train_step                     "
+                    f"loss={m.ctx['loss']:.4f} rank={r.rank} step={m.ctx['step']} tps={m.ctx['tps']}",
+                    None,
+                )
     for i, host in enumerate(job.nodes):
         for m in job.agent_msgs.get(i, []):
             _agent_line(w, shape, job, clock, i, host, m)
@@ -219,8 +275,11 @@ def _agent_line(w: Writer, shape: str, job: Job, clock: Clock, i: int, host: str
             w.add(f"{host}/launch.out", m.t, line, m.role)
         elif shape in ("kubeflow", "volcano"):
             d = clock.utc(i, m.t)
-            src = "torch/distributed/elastic/multiprocessing/api.py:869" if lvl in ("ERROR", "WARNING") \
+            src = (
+                "torch/distributed/elastic/multiprocessing/api.py:869"
+                if lvl in ("ERROR", "WARNING")
                 else "torch/distributed/elastic/agent/server/api.py:525"
+            )
             line = _glog(d, lvl, pid, src, text) if lvl else text
             for ln in _cri(d, "stderr", line):
                 w.add(f"{host}/0.log", m.t, ln, m.role)
@@ -228,11 +287,15 @@ def _agent_line(w: Writer, shape: str, job: Job, clock: Clock, i: int, host: str
             d = clock.local(i, m.t)
             if lvl:
                 if m.role == "agent":
-                    text = (f"['/usr/bin/python3', '-u', 'train.py', '--local_rank={job.values['flrank']}', "
-                            f"'--deepspeed_config=ds_config.json'] exits with return code = {m.ctx['code']}")
+                    text = (
+                        f"['/usr/bin/python3', '-u', 'train.py', '--local_rank={job.values['flrank']}', "
+                        f"'--deepspeed_config=ds_config.json'] exits with return code = {m.ctx['code']}"
+                    )
                     line = f"[{_ms(d)}] [ERROR] [launch.py:325:sigkill_handler] {text}"
                 elif "SIGTERM" in text and "closing" in text:
-                    line = f"[{_ms(d)}] [INFO] [launch.py:319:sigkill_handler] Killing subprocess {m.ctx['pid']}"
+                    line = (
+                        f"[{_ms(d)}] [INFO] [launch.py:319:sigkill_handler] Killing subprocess {m.ctx['pid']}"
+                    )
                 else:
                     line = f"[{_ms(d)}] [{lvl}] [launch.py:{146 + k}:main] {text}"
             else:
@@ -242,8 +305,11 @@ def _agent_line(w: Writer, shape: str, job: Job, clock: Clock, i: int, host: str
             w.add(f"{host}/ds_stdout.log", m.t, f"{host}: {line}", m.role)
         else:  # lsf: torchrun under blaunch, its own file per host
             d = clock.local(i, m.t)
-            src = "torch/distributed/elastic/multiprocessing/api.py:869" if lvl in ("ERROR", "WARNING") \
+            src = (
+                "torch/distributed/elastic/multiprocessing/api.py:869"
+                if lvl in ("ERROR", "WARNING")
                 else "torch/distributed/elastic/agent/server/api.py:525"
+            )
             line = _glog(d, lvl, pid, src, text) if lvl else text
             w.add(f"{host}/torchrun.log", m.t, line, m.role)
 
@@ -254,7 +320,12 @@ def _node_line(w: Writer, shape: str, job: Job, clock: Clock, i: int, host: str,
     phys = job.values["phys"][i]
     if shape == "paddle":
         if ident:
-            w.add(f"{host}/syslog", m.t, f"{clock.local(i, m.t).strftime('%b %e %H:%M:%S')} {host} {text}", m.role)
+            w.add(
+                f"{host}/syslog",
+                m.t,
+                f"{clock.local(i, m.t).strftime('%b %e %H:%M:%S')} {host} {text}",
+                m.role,
+            )
         else:
             up = max(clock.uptime(i, m.t), 0.0)
             w.add(f"{host}/dmesg.log", m.t, f"[{int(up):5d}.{int(up * 1e6) % 1000000:06d}] {text}", m.role)
@@ -262,9 +333,14 @@ def _node_line(w: Writer, shape: str, job: Job, clock: Clock, i: int, host: str,
         name, _, rest = text.partition(": ") if ident else ("kernel", "", text)
         ident_name = name.split("[")[0]
         pid = name.split("[")[1].rstrip("]") if ident else None
-        rec = {"MESSAGE": rest if ident else text, "PRIORITY": "3" if m.role else "6",
-               "SYSLOG_IDENTIFIER": ident_name, "_HOSTNAME": host, "_TRANSPORT": "syslog" if ident else "kernel",
-               "__REALTIME_TIMESTAMP": str(int(clock.utc(i, m.t).timestamp() * 1e6))}
+        rec = {
+            "MESSAGE": rest if ident else text,
+            "PRIORITY": "3" if m.role else "6",
+            "SYSLOG_IDENTIFIER": ident_name,
+            "_HOSTNAME": host,
+            "_TRANSPORT": "syslog" if ident else "kernel",
+            "__REALTIME_TIMESTAMP": str(int(clock.utc(i, m.t).timestamp() * 1e6)),
+        }
         if pid:
             rec["_PID"] = pid
         w.add(f"{host}/journal.json", m.t, json.dumps(rec, sort_keys=True), m.role)
@@ -284,7 +360,8 @@ def _node_line(w: Writer, shape: str, job: Job, clock: Clock, i: int, host: str,
             line = f"{d.strftime('%b %e %H:%M:%S')} {host} {text}"
         else:
             up = max(clock.uptime(i, m.t), 0.0)
-            line = f"{d.strftime('%b %e %H:%M:%S')} {host} kernel: [{int(up):5d}.{int(up * 1e6) % 1000000:06d}] {text}"
+            stamp = f"[{int(up):5d}.{int(up * 1e6) % 1000000:06d}]"
+            line = f"{d.strftime('%b %e %H:%M:%S')} {host} kernel: {stamp} {text}"
         w.add(f"{host}/messages", m.t, line, m.role)
 
 
@@ -297,43 +374,69 @@ def _job_lines(w: Writer, shape: str, job: Job, clock: Clock) -> None:
     if shape == "pdsh":
         d = clock.local(0, 0.2)
         hosts = ",".join(job.nodes)
-        w.add(f"{host0}/launcher.log", 0.2, f"[{_ms(d)}] [INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w "
-              f"{hosts} export PYTHONPATH=/workspace; cd /workspace; /usr/bin/python3 -u -m deepspeed.launcher.launch "
-              f"--world_info={v['world_info']} --node_rank=%n --master_addr={v['master']} --master_port={v['port']} "
-              f"train.py --deepspeed_config=ds_config.json", None)
-        w.add(f"{host0}/launcher.log", 0.3, f"[{_ms(d)}] [INFO] [multinode_runner.py:81:get_cmd] Running on the "
-              f"following workers: {hosts}", None)
+        w.add(
+            f"{host0}/launcher.log",
+            0.2,
+            f"[{_ms(d)}] [INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w "
+            f"{hosts} export PYTHONPATH=/workspace; cd /workspace; /usr/bin/python3 -u -m "
+            f"deepspeed.launcher.launch --world_info={v['world_info']} --node_rank=%n "
+            f"--master_addr={v['master']} --master_port={v['port']} "
+            f"train.py --deepspeed_config=ds_config.json",
+            None,
+        )
+        w.add(
+            f"{host0}/launcher.log",
+            0.3,
+            f"[{_ms(d)}] [INFO] [multinode_runner.py:81:get_cmd] Running on the following workers: {hosts}",
+            None,
+        )
         if failed:
             bad = job.nodes[job.ranks[job.fault_ranks[0]].node]
-            w.add(f"{host0}/launcher.log", t_end, f"pdsh@{host0}: {bad}: ssh exited with exit code 1", "cascade")
+            w.add(
+                f"{host0}/launcher.log", t_end, f"pdsh@{host0}: {bad}: ssh exited with exit code 1", "cascade"
+            )
     if shape == "lsf":
         jid = v["jobid"]
         d0 = clock.local(0, 0.0) - timedelta(minutes=7)
         de = clock.local(0, t_end)
         status = "Exited" if failed else "Done"
         lines = [
-            "", "------------------------------------------------------------",
+            "",
+            "------------------------------------------------------------",
             f"Sender: LSF System <lsfadmin@{host0}>",
-            f"Subject: Job {jid}: <{job.name}> in cluster <hpc1> {status}", "",
+            f"Subject: Job {jid}: <{job.name}> in cluster <hpc1> {status}",
+            "",
             f"Job <{job.name}> was submitted from host <login02> by user <mlops> in cluster <hpc1> at "
             f"{d0.strftime('%a %b %e %H:%M:%S %Y')}",
-            f"Job was executed on host(s) <{job.rpn}*{host0}>, in queue <gpu-long>, as user <mlops> in cluster "
+            f"Job was executed on host(s) <{job.rpn}*{host0}>, in queue <gpu-long>, as user <mlops> in "
+            "cluster "
             f"<hpc1> at {clock.local(0, 0.0).strftime('%a %b %e %H:%M:%S %Y')}",
             *[f"                            <{job.rpn}*{h}>" for h in job.nodes[1:]],
             "</home/mlops> was used as the home directory.",
             f"Terminated at {de.strftime('%a %b %e %H:%M:%S %Y')}",
-            "Results reported at " + de.strftime('%a %b %e %H:%M:%S %Y'), "",
-            "Your job looked like:", "", "------------------------------------------------------------",
-            "# LSBATCH: User input", f"blaunch -z \"{' '.join(job.nodes)}\" torchrun --nproc-per-node={job.rpn} "
+            "Results reported at " + de.strftime("%a %b %e %H:%M:%S %Y"),
+            "",
+            "Your job looked like:",
+            "",
+            "------------------------------------------------------------",
+            "# LSBATCH: User input",
+            f'blaunch -z "{" ".join(job.nodes)}" torchrun --nproc-per-node={job.rpn} '
             f"--nnodes={len(job.nodes)} --rdzv-endpoint={v['master']}:{v['port']} train.py",
-            "------------------------------------------------------------", "",
-            "Exited with exit code 1." if failed else "Successfully completed.", "",
-            "Resource usage summary:", "",
+            "------------------------------------------------------------",
+            "",
+            "Exited with exit code 1." if failed else "Successfully completed.",
+            "",
+            "Resource usage summary:",
+            "",
             f"    CPU time :                                   {v['cpu_secs']:.2f} sec.",
             f"    Max Memory :                                 {v['max_mem']} MB",
-            f"    Run time :                                   {int(t_end)} sec.", "",
+            f"    Run time :                                   {int(t_end)} sec.",
+            "",
         ]
         for k, line in enumerate(lines):
-            w.add(f"{host0}/lsf.o{jid}", t_end + k * 1e-3, line, "cascade" if failed and line.startswith("Exited")
-                  else None)
-
+            w.add(
+                f"{host0}/lsf.o{jid}",
+                t_end + k * 1e-3,
+                line,
+                "cascade" if failed and line.startswith("Exited") else None,
+            )

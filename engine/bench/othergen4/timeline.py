@@ -56,17 +56,31 @@ def _metrics(rng: random.Random, step: int, total: int) -> dict:
     frac = step / max(total, 1)
     loss = 2.1 + 6.0 * (1 - frac) ** 3 + rng.uniform(-0.08, 0.08)
     return {
-        "step": step, "loss": loss, "lr": f"{3e-4 * min(1.0, step / 200 + 0.01):.4e}",
-        "gnorm": rng.uniform(0.2, 1.4), "mem": rng.uniform(52, 71), "memp": rng.uniform(66, 89),
-        "memr": rng.uniform(72, 78), "tps": rng.randint(2800, 3400), "tfl": rng.uniform(300, 390),
-        "mfu": rng.uniform(31, 40), "sps": rng.uniform(10, 40), "stps": rng.uniform(0.2, 1.0),
-        "secs": rng.uniform(0.4, 9.0), "prog": frac, "eloss": loss + 0.07, "ppl": 2.718 ** min(loss, 9),
-        "acc": rng.uniform(0.3, 0.6), "shardno": rng.randint(0, 4095), "ms": rng.randint(800, 4000),
+        "step": step,
+        "loss": loss,
+        "lr": f"{3e-4 * min(1.0, step / 200 + 0.01):.4e}",
+        "gnorm": rng.uniform(0.2, 1.4),
+        "mem": rng.uniform(52, 71),
+        "memp": rng.uniform(66, 89),
+        "memr": rng.uniform(72, 78),
+        "tps": rng.randint(2800, 3400),
+        "tfl": rng.uniform(300, 390),
+        "mfu": rng.uniform(31, 40),
+        "sps": rng.uniform(10, 40),
+        "stps": rng.uniform(0.2, 1.0),
+        "secs": rng.uniform(0.4, 9.0),
+        "prog": frac,
+        "eloss": loss + 0.07,
+        "ppl": 2.718 ** min(loss, 9),
+        "acc": rng.uniform(0.3, 0.6),
+        "shardno": rng.randint(0, 4095),
+        "ms": rng.randint(800, 4000),
     }
 
 
-def _lines(templates: list[str], t: float, gap: float, role: str | None, ctx: dict,
-           rng: random.Random) -> tuple[list[Msg], float]:
+def _lines(
+    templates: list[str], t: float, gap: float, role: str | None, ctx: dict, rng: random.Random
+) -> tuple[list[Msg], float]:
     out = []
     for tpl in templates:
         level, body = split_level(tpl)
@@ -79,8 +93,16 @@ def _traceback_first(frames: list[str]) -> bool:
     return bool(frames) and "Traceback (most recent call last)" in frames[0]
 
 
-def build(job: Job, rng: random.Random, seconds_per_step: float, log_every: int, save_every: int,
-          eval_every: int, rstep: int, total: int) -> None:
+def build(
+    job: Job,
+    rng: random.Random,
+    seconds_per_step: float,
+    log_every: int,
+    save_every: int,
+    eval_every: int,
+    rstep: int,
+    total: int,
+) -> None:
     """Fill `job`'s messages: every rank's run up to the fault (or the end), the fault's lines, the
     consequences on every other rank and on the launcher agents."""
     fw = job.framework
@@ -91,22 +113,39 @@ def build(job: Job, rng: random.Random, seconds_per_step: float, log_every: int,
     fault_ranks = set(job.fault_ranks)
     if job.fault_ranks:
         fr = job.ranks[job.fault_ranks[0]]
-        job.values.update({"frank": fr.rank, "fhost": job.nodes[fr.node], "flrank": fr.lrank, "fpid": fr.pid,
-                           "fip": job.values["ips"][fr.node]})
+        job.values.update(
+            {
+                "frank": fr.rank,
+                "fhost": job.nodes[fr.node],
+                "flrank": fr.lrank,
+                "fpid": fr.pid,
+                "fip": job.values["ips"][fr.node],
+            }
+        )
     tf: float | None = None  # the fault's time (the faulty rank's last line)
     stopped: dict[int, float] = {}
     # the fault step of a training/checkpointing kind is fixed by the caller (job.fault_step)
     for r in job.ranks:
-        ctx = {**job.values, "rank": r.rank, "lrank": r.lrank, "host": job.nodes[r.node], "pid": r.pid,
-               "npid": r.pid + rng.randint(40, 400), "ip": job.values["ips"][r.node],
-               "busid": f"{0x18 + 0x20 * r.lrank:x}000", "hexa": f"{rng.getrandbits(48):x}",
-               "hexb": f"{rng.getrandbits(60):x}", "seed2": 42 + r.rank, "tid": job.values["tids"][r.rank],
-               "lrank0": r.lrank * 8}
+        ctx = {
+            **job.values,
+            "rank": r.rank,
+            "lrank": r.lrank,
+            "host": job.nodes[r.node],
+            "pid": r.pid,
+            "npid": r.pid + rng.randint(40, 400),
+            "ip": job.values["ips"][r.node],
+            "busid": f"{0x18 + 0x20 * r.lrank:x}000",
+            "hexa": f"{rng.getrandbits(48):x}",
+            "hexb": f"{rng.getrandbits(60):x}",
+            "seed2": 42 + r.rank,
+            "tid": job.values["tids"][r.rank],
+            "lrank0": r.lrank * 8,
+        }
         msgs: list[Msg] = []
         t = 4.0 + rng.uniform(0, 3) + r.node * 0.3
         mine = r.rank in fault_ranks
 
-        def fault_here(t: float, ctx: dict = ctx, mine: bool = mine) -> float:
+        def fault_here(t: float, ctx: dict = ctx, mine: bool = mine, msgs: list[Msg] = msgs) -> float:
             """The fault's lines on this rank at t (precursors before); the time it stopped."""
             if not mine:
                 return t
@@ -122,7 +161,9 @@ def build(job: Job, rng: random.Random, seconds_per_step: float, log_every: int,
                 msgs.append(Msg(t, body, level, role, ctx))
             return t
 
-        def run(templates: list[str], t: float, extra: dict | None = None) -> float:
+        def run(
+            templates: list[str], t: float, extra: dict | None = None, ctx: dict = ctx, msgs: list[Msg] = msgs
+        ) -> float:
             m, t = _lines(templates, t, 1.5, None, {**ctx, **(extra or {})}, rng)
             msgs.extend(m)
             return t
@@ -162,7 +203,9 @@ def build(job: Job, rng: random.Random, seconds_per_step: float, log_every: int,
             t = run(model, t, base)
         t = run(nz["begin"], t, base)
         t_step0 = t + 30.0  # compilation / warm-up
-        end = job.fault_step if job.fault_step is not None and stage in ("training", "checkpointing") else total
+        end = (
+            job.fault_step if job.fault_step is not None and stage in ("training", "checkpointing") else total
+        )
         t_fault_rank = None
         for step in range(rstep + 1, end + 1):
             ts = t_step0 + (step - rstep) * seconds_per_step
@@ -178,11 +221,13 @@ def build(job: Job, rng: random.Random, seconds_per_step: float, log_every: int,
                     msgs.extend(_lines(nz["save"][:1], ts + 0.5, 0.0, None, {**ctx, **base}, rng)[0])
                     t_fault_rank = ts + 4.0 + rng.uniform(0, 3)
                     break
-                msgs.extend(_lines(nz["save"], ts + 0.5, 2.0, None, {**ctx, **_metrics(rng, step, total)},
-                                   rng)[0])
+                msgs.extend(
+                    _lines(nz["save"], ts + 0.5, 2.0, None, {**ctx, **_metrics(rng, step, total)}, rng)[0]
+                )
             if step % eval_every == 0:
-                msgs.extend(_lines(nz["eval"], ts + 6.0, 1.0, None, {**ctx, **_metrics(rng, step, total)},
-                                   rng)[0])
+                msgs.extend(
+                    _lines(nz["eval"], ts + 6.0, 1.0, None, {**ctx, **_metrics(rng, step, total)}, rng)[0]
+                )
         t_end = t_step0 + (end - rstep + 1) * seconds_per_step
         if t_fault_rank is not None:
             tf_r = fault_here(t_fault_rank)
@@ -212,9 +257,16 @@ def _agents_and_nodes(job: Job, rng: random.Random, tf: float | None, stopped: d
     words = kind.wording[fw] if kind else {}
     scope = kind.scope if kind else None
     for i, node in enumerate(job.nodes):
-        ctx = {**job.values, "host": node, "pid": job.values["agent_pids"][i], "tid": job.values["tids"][0],
-               "rpn": job.rpn, "spid": 600 + i * 13, "spid2": 810 + i}
-        boot, _ = _lines(nz["kernel"], -3600.0 * (2 + i % 5), 30.0, None, ctx, rng)
+        ctx = {
+            **job.values,
+            "host": node,
+            "pid": job.values["agent_pids"][i],
+            "tid": job.values["tids"][0],
+            "rpn": job.rpn,
+            "spid": 600 + i * 13,
+            "spid2": 810 + i,
+        }
+        boot, _ = _lines(nz["kernel"], -3600.0 * (2 + i % 5), 3.0, None, ctx, rng)  # at boot
         sysl, _ = _lines(nz["system"], 0.5, 2.0, None, ctx, rng)
         job.node_msgs[i] = boot + sysl
         start, _ = _lines(nz[fw]["agent_start"], 1.0, 0.3, None, ctx, rng)
@@ -222,16 +274,25 @@ def _agents_and_nodes(job: Job, rng: random.Random, tf: float | None, stopped: d
     if kind is None or tf is None:
         for i in range(len(job.nodes)):
             t_end = max(stopped[r.rank] for r in job.ranks if r.node == i)
-            job.agent_msgs[i] += _lines(noise()[fw]["agent_end"], t_end + 1.0, 0.5, None,
-                                        {**job.values, "host": job.nodes[i]}, rng)[0]
+            job.agent_msgs[i] += _lines(
+                noise()[fw]["agent_end"], t_end + 1.0, 0.5, None, {**job.values, "host": job.nodes[i]}, rng
+            )[0]
         return
     fr = job.ranks[job.fault_ranks[0]]
     fctx = {k: job.values[k] for k in ("frank", "fhost", "flrank", "fpid", "fip")}
     # the faulty node's kernel/system lines (a hung task is reported 2 minutes after it hung)
     if scope != "all" and words["node"]:
         i = fr.node
-        ctx = {**job.values, **fctx, "host": job.nodes[i], "pid": fr.pid, "spid": 600 + i * 13,
-               "spid2": 810 + i, "kpid": rng.randint(100, 900), "tid": job.values["tids"][fr.rank]}
+        ctx = {
+            **job.values,
+            **fctx,
+            "host": job.nodes[i],
+            "pid": fr.pid,
+            "spid": 600 + i * 13,
+            "spid2": 810 + i,
+            "kpid": rng.randint(100, 900),
+            "tid": job.values["tids"][fr.rank],
+        }
         t0 = tf + 122.0 if kind.name.startswith("straggler") else tf - rng.uniform(1.0, 4.0)
         if kind.stage == "init":
             t0 = max(0.2, tf - 2.0)
@@ -244,8 +305,15 @@ def _agents_and_nodes(job: Job, rng: random.Random, tf: float | None, stopped: d
         for r in job.ranks:
             if r.rank in job.fault_ranks:
                 continue
-            ctx = {**job.values, **fctx, "rank": r.rank, "lrank": r.lrank, "host": job.nodes[r.node],
-                   "pid": r.pid, "tid": job.values["tids"][r.rank]}
+            ctx = {
+                **job.values,
+                **fctx,
+                "rank": r.rank,
+                "lrank": r.lrank,
+                "host": job.nodes[r.node],
+                "pid": r.pid,
+                "tid": job.values["tids"][r.rank],
+            }
             t_c = tf + timeout + rng.uniform(0.0, 2.0)
             if kind.name == "spot_preemption" and r.node == fr.node:
                 t_c = tf + rng.uniform(0.0, 0.5)
@@ -261,8 +329,14 @@ def _agents_and_nodes(job: Job, rng: random.Random, tf: float | None, stopped: d
     for i, node in enumerate(job.nodes):
         mine = scope == "all" or i == fr.node
         pid0 = next(r.pid for r in job.ranks if r.node == i)
-        ctx = {**job.values, **fctx, "host": node, "pid": pid0, "tid": job.values["tids"][0],
-               "code": _exit_code(words["agent"])}
+        ctx = {
+            **job.values,
+            **fctx,
+            "host": node,
+            "pid": pid0,
+            "tid": job.values["tids"][0],
+            "code": _exit_code(words["agent"]),
+        }
         t_a = max(stopped[r.rank] for r in job.ranks if r.node == i) + rng.uniform(0.5, 2.0)
         if mine and words["agent"]:
             job.agent_msgs[i] += _lines(words["agent"], t_a, 0.1, "agent", ctx, rng)[0]
