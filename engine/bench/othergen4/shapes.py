@@ -206,7 +206,7 @@ def render(job: Job, clock: Clock, rng: random.Random, shape: str) -> Writer:
                         "flavor": "8B",
                         "layers": [
                             {"idx": i, "attn": "sdpa", "ffn_dim": 14336, "rope_theta": 500000.0}
-                            for i in range(32 * 6)
+                            for i in range(32 * 9)
                         ],
                     },
                 },

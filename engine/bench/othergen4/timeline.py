@@ -337,10 +337,15 @@ def _agents_and_nodes(job: Job, rng: random.Random, tf: float | None, stopped: d
             "tid": job.values["tids"][0],
             "code": _exit_code(words["agent"]),
         }
+        if scope == "all":  # every node's agent names its own first worker
+            first = next(r for r in job.ranks if r.node == i)
+            ctx.update({"frank": first.rank, "flrank": first.lrank, "fpid": first.pid})
         t_a = max(stopped[r.rank] for r in job.ranks if r.node == i) + rng.uniform(0.5, 2.0)
         if mine and words["agent"]:
             job.agent_msgs[i] += _lines(words["agent"], t_a, 0.1, "agent", ctx, rng)[0]
-        elif not mine:
+        elif kind.stage == "teardown":  # the other nodes' workers had finished
+            job.agent_msgs[i] += _lines(noise()[fw]["agent_end"], t_a, 0.1, None, ctx, rng)[0]
+        else:
             job.agent_msgs[i] += _lines(noise()[fw]["agent_fail_other"], t_a, 0.1, "cascade", ctx, rng)[0]
     for msgs in list(job.rank_msgs.values()) + list(job.node_msgs.values()) + list(job.agent_msgs.values()):
         msgs.sort(key=lambda m: m.t)
