@@ -137,7 +137,7 @@ def _job(
         "joined": max(1, world - p.rpn),
         "tried": f"{rng.uniform(1.2, 14.0):.2f}",
         "freemib": rng.randint(90, 900),
-        "rsskb": rng.randint(500000000, 1900000000),
+        "rsskb": rng.randint(400000000, 1500000000),
         "seqtok": rng.randint(33000, 65000),
         "maxtok": 32768,
         "lastloss": f"{rng.uniform(2.0, 3.5):.4f}",

@@ -38,6 +38,7 @@ FRAMEWORK = {
     "pdsh": "torch",
     "lsf": "torch",
 }
+KILLED = ("host_oom_killer", "spot_preemption")  # kinds whose faulty process dies mid-write
 LINE = tuple[float, str, str | None]  # (true time, rendered line, truth role)
 
 
@@ -87,6 +88,7 @@ class Writer:
     def __init__(self, job: Job, clock: Clock, rng: random.Random, shape: str) -> None:
         self.job, self.clock, self.rng, self.shape = job, clock, rng, shape
         self.files: dict[str, list[LINE]] = {}
+        self.cut: set[str] = set()  # files of a killed process: the last line ends mid-way, no line end
         self.roles: dict[str, list[str]] = {}
 
     def add(self, path: str, t: float, line: str, role: str | None) -> None:
@@ -120,6 +122,9 @@ class Writer:
                             break
                 eol = "\r\n" if crlf and not name.endswith(".json") else "\n"
                 text = eol.join(line for _, line, _ in chunk) + eol
+                if name in self.cut and chunk and chunk[-1][2] is None:
+                    last = chunk[-1][1]
+                    text = "".join(line + eol for _, line, _ in chunk[:-1]) + last[: len(last) // 2]
                 data = text.encode("utf-8", "surrogateescape")
                 target = root / name
                 if gz and not name.endswith(".gz") and _is_rank_file(name):
@@ -197,6 +202,13 @@ def render(job: Job, clock: Clock, rng: random.Random, shape: str) -> Writer:
             "lsf": f"{host}/rank{r.rank:03d}.log",
         }[shape]
         msgs = job.rank_msgs[r.rank]
+        if (
+            job.kind
+            and job.kind.name in KILLED
+            and r.rank in job.fault_ranks
+            and shape in ("paddle", "lsf", "jax")
+        ):
+            w.cut.add(path)
         if shape in ("kubeflow", "volcano") and r.lrank == 0 and msgs:
             cfg = json.dumps(
                 {
