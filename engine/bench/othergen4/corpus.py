@@ -94,7 +94,11 @@ def _job(
     ips = [f"10.{rng.randint(0, 31)}.{rng.randint(0, 255)}.{rng.randint(2, 250)}" for _ in hosts]
     total = rng.choice((1200, 1500, 2000, 2500, 3000))
     save_every = rng.choice((250, 500))
-    rstep = rng.choice((0, save_every, 2 * save_every))
+    # resumed from an earlier save, or from scratch; at least two saves left to make
+    starts = [r for r in (0, save_every, 2 * save_every) if total - r > 2 * save_every]
+    if failed and kinds()[p.kind].stage == "model_loading":
+        starts = [save_every]  # a fault in loading the checkpoint: the job resumes (and stops there)
+    rstep = rng.choice(starts)
     values = {
         "model": model,
         "dsname": dsname,

@@ -146,3 +146,24 @@ def test_cli_writes_a_corpus(tmp_path: Path) -> None:
     assert len(case_dirs(out)) == 1
     bad = _l4("bench", "othergen4", str(out), "--cases", "0")
     assert bad.returncode == 2 and "--cases" in bad.stderr
+
+
+def test_every_kind_in_every_shape_it_has_wording_for(tmp_path: Path) -> None:
+    """Each (kind, shape) pair makes a well-formed case, not only those a seed's plan happens to draw."""
+    from engine.bench.othergen4.corpus import CasePlan, _write_case
+    from engine.bench.othergen4.shapes import FRAMEWORK
+
+    n = 0
+    for name, kind in kinds().items():
+        for shape in SHAPES:
+            if FRAMEWORK[shape] not in kind.frameworks:
+                continue
+            case = _write_case(tmp_path, CasePlan(f"{name}-{shape}-x", name, shape, 4, 1, 7919 * n))
+            n += 1
+            truth = json.loads((case / "truth.json").read_text())
+            lines = _job_lines(case / "failed")
+            assert truth["indicating"][0]["lines"], case.name
+            labelled = truth["root_lines"] + truth["context_lines"] + truth["cascade_lines"]
+            assert all(ln in lines for ln in labelled), case.name
+            assert (truth["iteration"] is not None) == (kind.stage in ("training", "checkpointing"))
+    assert n >= 3 * len(kinds())
