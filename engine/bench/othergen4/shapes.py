@@ -147,7 +147,9 @@ def _rank_raw(shape: str, text: str, rank: int, lrank: int) -> str:
     if shape in ("pdsh", "lsf"):
         return text.replace(f"[rank{rank}]: ", "").replace(f"[rank{rank}]:", "")
     if shape == "volcano":
-        return text.replace(f"[rank{rank}]:", f"[default{lrank}]:")
+        return text.replace(f"[rank{rank}]: ", f"[default{lrank}]:").replace(
+            f"[rank{rank}]:", f"[default{lrank}]:"
+        )
     return text
 
 
