@@ -323,3 +323,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     from bot.cli_othergen3 import register as register_othergen3
 
     register_othergen3(bsub)
+    from bot.cli_othergen4 import register as register_othergen4
+
+    register_othergen4(bsub)

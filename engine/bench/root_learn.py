@@ -29,7 +29,7 @@ from engine.root_model import HAND_FEATURES, HEAD, RootModel
 RECORDS_VERSION = 1
 MODEL_VERSION = 1  # of `RootModel`s fitted here
 DATA = Path(__file__).parent / "data" / "root_learn.yaml"
-CORPORA = ("public", "realrun", "othergen", "othergen2", "othergen3", "synthetic")
+CORPORA = ("public", "realrun", "othergen", "othergen2", "othergen3", "othergen4", "synthetic")
 
 
 def settings() -> dict:
@@ -45,7 +45,7 @@ def corpus_of(truth: dict) -> str:
     source = str(truth.get("source") or "")
     if not source:
         return "synthetic"
-    for prefix in ("realrun", "othergen", "othergen2", "othergen3"):
+    for prefix in ("realrun", "othergen", "othergen2", "othergen3", "othergen4"):
         if source.startswith(prefix + "/"):
             return prefix
     return "public"

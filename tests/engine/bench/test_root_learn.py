@@ -35,7 +35,8 @@ def test_held_out_halves_are_the_stage_models_and_the_outsiders_test_half():
     assert all(r in rules for r in stage_rules)
     assert held_out({"source": "othergen/nan_loss", "split": "test"}, rules)
     assert not held_out({"source": "othergen/nan_loss", "split": "dev"}, rules)
-    for outsider in ("othergen2/xid79", "othergen3/ray_node_lost"):  # the later outsiders' own corpora
+    # the later outsiders' own corpora
+    for outsider in ("othergen2/xid79", "othergen3/ray_node_lost", "othergen4/gpu_xid_dbe"):
         assert held_out({"source": outsider, "split": "test"}, rules)
         assert not held_out({"source": outsider, "split": "dev"}, rules)
     assert held_out({"source": "realrun/ddp", "wave": 5, "split": "test"}, rules)
