@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.bench.evaluate import ROOT_TOP, history_dirs, source_group
+from engine.bench.held_out import CORPORA, corpus_of, held_out  # noqa: F401 - CORPORA, corpus_of: this module's API
 from engine.root_model import HAND_FEATURES, HEAD, RootModel
 
 RECORDS_VERSION = 1
 MODEL_VERSION = 1  # of `RootModel`s fitted here
 DATA = Path(__file__).parent / "data" / "root_learn.yaml"
-CORPORA = ("public", "realrun", "othergen", "othergen2", "othergen3", "othergen4", "synthetic")
 
 
 def settings() -> dict:
@@ -39,22 +39,6 @@ def settings() -> dict:
     if not isinstance(data, dict) or "version" not in data:
         raise ValueError(f"{DATA} has no version")
     return data
-
-
-def corpus_of(truth: dict) -> str:
-    source = str(truth.get("source") or "")
-    if not source:
-        return "synthetic"
-    for prefix in ("realrun", "othergen", "othergen2", "othergen3", "othergen4"):
-        if source.startswith(prefix + "/"):
-            return prefix
-    return "public"
-
-
-def held_out(truth: dict, rules: Sequence[dict]) -> bool:
-    """A case of a held-out half (never read for training or cross-validation)."""
-    facts = {**truth, "corpus": corpus_of(truth)}
-    return any(all(facts.get(k) == v for k, v in rule.items()) for rule in rules)
 
 
 def root_lines(truth: dict) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from engine.bench.evaluate import case_dirs, history_dirs, source_group
+from engine.bench.held_out import corpus_of, held_out  # noqa: F401 - corpus_of: this module's API
 from engine.stage_model import (
     UNKNOWN,
     Evidence,
@@ -75,16 +76,6 @@ class Record:
         return {"case": self.case, "source": self.source, "stage": self.stage, "rule": self.rule,
                 "wave": self.wave, "split": self.split,
                 "evidence": self.evidence.to_dict() if self.evidence is not None else None}
-
-
-def corpus_of(truth: dict) -> str:
-    return "realrun" if str(truth.get("source") or "").startswith("realrun/") else "public"
-
-
-def held_out(truth: dict, rules: Sequence[dict]) -> bool:
-    """A case of a held-out test half (never read for training or cross-validation)."""
-    facts = {**truth, "corpus": corpus_of(truth)}
-    return any(all(facts.get(k) == v for k, v in rule.items()) for rule in rules)
 
 
 def usable_cases(roots: Iterable[Path], rules: Sequence[dict]) -> list[tuple[Path, dict]]:
