@@ -125,6 +125,13 @@ LAUNCHER = [
     # Ray's own logger: "%(asctime)s\t%(levelname)s %(filename)s:%(lineno)s -- %(message)s"
     ("2026-10-18 07:47:30,573\tWARNING worker.py:1462 -- The node with node id: 05e3 has been marked dead",
      "2026-10-18T07:47:30.573000Z", "WARN", None, "The node with node id: 05e3 has been marked dead"),
+    # Kubernetes/containerd (CRI) container log files: the stream and the F(ull)/P(art) tag after the stamp
+    ("2026-11-19T02:29:21.192687456Z stderr F [default1]:OSError: [Errno 116] Stale file handle",
+     "2026-11-19T02:29:21.192687Z", "ERROR", 1, "OSError: [Errno 116] Stale file handle"),
+    ("2026-11-19T02:29:21.1Z stdout F W1119 02:29:21.192687 1234 torch/distributed/elastic/api.py:704] x",
+     "2026-11-19T02:29:21.100000Z", "WARN", None, "x"),
+    ("2026-11-19T02:29:21Z stdout P step 40 loss 1.25", "2026-11-19T02:29:21.000000Z", None, None,
+     "step 40 loss 1.25"),
     ("[Tue Nov 29 12:00:01 2024] NVRM: Xid (PCI:0000:06:00): 79",
      "2024-11-29T12:00:01.000000Z", "ERROR", None,
      "NVRM: Xid (PCI:0000:06:00): 79"),
@@ -136,6 +143,12 @@ def test_launcher_prefixes_before_or_after_a_timestamp(line, ts, level, rank, me
     h = parse_header(line, year=2026)
     assert (h.ts, h.level, h.rank, h.message) == (ts, level, rank, message)
     assert timestamp(line, 2026) == ts
+
+
+def test_a_stream_tag_inside_a_message_is_not_a_header():
+    assert parse_header("2026-05-01T10:22:31Z got stderr F from the pipe", year=2026).message == \
+        "got stderr F from the pipe"
+    assert parse_header("stderr F x", year=2026).message == "x"  # a CRI line cut before its stamp
 
 
 def test_a_bare_number_inside_a_message_is_not_a_rank():
