@@ -24,6 +24,8 @@ from engine.bench.realrun.plan import (
     WAVE5_STYLES,
     WAVE6_STEPS,
     WAVE6_STYLES,
+    WAVE7_STEPS,
+    WAVE7_STYLES,
     assign_splits,
     case_plans,
     kinds,
@@ -164,6 +166,26 @@ def test_held_out_wave_6_runs_every_kind_in_its_own_styles_with_srun_consoles_an
     assert not {p.style for p in plans if p.wave < 6} & set(WAVE6_STYLES)
     assert [p.name for p in case_plans(per_kind=12)] == [p.name for p in plans if p.wave < 6]
     assert all(p.layout != "slurm" for p in plans if p.wave < 6)
+
+
+def test_held_out_wave_7_runs_every_kind_in_its_own_styles():
+    plans = case_plans(per_kind=16)
+    w7 = [p for p in plans if p.wave == 7]
+    assert {p.name.rsplit("-", 1)[1] for p in w7} == {"15", "16"} and 24 <= len(w7) <= 28
+    assert {p.kind for p in w7} == set(kinds()["kinds"])
+    styles = Counter(p.style for p in w7)
+    assert styles.keys() == set(WAVE7_STYLES) and min(styles.values()) >= len(w7) // 3
+    assert {p.steps for p in w7} <= set(WAVE7_STEPS)
+    assert {p.layout for p in w7} == {"console", "logdir", "slurm"}
+    assert all(p.prefix == "rank" for p in w7 if p.layout == "slurm")
+    # the tune style's own lines carry no time (logging's default format): only torchrun's do
+    assert all(fmt == "none" for p in w7 if p.style == "tune" for _, fmt in p.clocks)
+    assert any(fmt != "none" for p in w7 if p.style == "tp" for _, fmt in p.clocks)
+    assert all(p.restarts == 0 for p in w7)
+    assert {split_of(p.name) for p in w7} == {"dev", "test"}
+    # no earlier wave runs the new styles, and their plans are what they were
+    assert not {p.style for p in plans if p.wave < 7} & set(WAVE7_STYLES)
+    assert [p.name for p in case_plans(per_kind=14)] == [p.name for p in plans if p.wave < 7]
 
 
 def test_a_slurm_console_labels_every_rank_line_with_its_global_rank(tmp_path):
