@@ -464,15 +464,17 @@ def test_wave_views_list_each_waves_cases_beside_the_corpus(tmp_path):
 
     rows = []
     for name in ("nan_loss-ddp-1", "nan_loss-hf-2", "nan_loss-ddp-3", "nan_loss-lightning-4",
-                 "nan_loss-nanogpt-6", "nan_loss-accelerate-7", "nan_loss-fabric-11", "nan_loss-fsdp2-13"):
+                 "nan_loss-nanogpt-6", "nan_loss-accelerate-7", "nan_loss-fabric-11", "nan_loss-fsdp2-13",
+                 "nan_loss-tp-15"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "truth.json").write_text(json.dumps({"case_id": name, "split": "dev"}))
         rows.append({"case_id": name, "path": name})
     (tmp_path / "cases.json").write_text(json.dumps(rows))
-    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1, 6: 1}
+    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1}
     assert [d.name for d in case_dirs(tmp_path / "_wave2")] == ["nan_loss-ddp-3", "nan_loss-lightning-4"]
     assert [d.name for d in case_dirs(tmp_path / "_wave3")] == ["nan_loss-nanogpt-6"]
     assert [d.name for d in case_dirs(tmp_path / "_wave4")] == ["nan_loss-accelerate-7"]
     assert [d.name for d in case_dirs(tmp_path / "_wave5")] == ["nan_loss-fabric-11"]
     assert [d.name for d in case_dirs(tmp_path / "_wave6")] == ["nan_loss-fsdp2-13"]
-    assert len(case_dirs(tmp_path)) == 8  # the views are not cases of the corpus
+    assert [d.name for d in case_dirs(tmp_path / "_wave7")] == ["nan_loss-tp-15"]
+    assert len(case_dirs(tmp_path)) == 9  # the views are not cases of the corpus

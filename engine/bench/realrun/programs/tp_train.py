@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from _tiny import Shard, TinyLM, grow_cache, shard_path
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.distributed_c10d import _set_pg_timeout
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -94,8 +95,8 @@ def save(model: torch.nn.Module, opt: torch.optim.Optimizer, step: int) -> None:
         log.info(f"Saving checkpoint to {path}")
     t0 = time.monotonic()
     C.point("save", step)
-    if C.active("disk_full_ckpt", step):  # each rank writes only its shard: a smaller quota fills
-        resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 10, resource.RLIM_INFINITY))
+    if C.active("disk_full_ckpt", step):  # rank 0's shard (~40 KB) crosses it; its stderr.log (~8 KB) not
+        resource.setrlimit(resource.RLIMIT_FSIZE, (24 << 10, resource.RLIM_INFINITY))
     dcp.save(state(model, opt, step), checkpoint_id=path)
     if C.RANK == 0:
         log.success(f"Checkpoint step-{step} saved in {time.monotonic() - t0:.2f}s")
@@ -132,6 +133,8 @@ def main() -> None:
     if world % TP:
         raise ValueError(f"tp_size {TP} does not divide world_size {world}")
     mesh = init_device_mesh("cpu", (world // TP, TP), mesh_dim_names=("dp", "tp"))
+    for dim in ("dp", "tp"):  # the mesh's own groups start with gloo's default 30 min: the job's timeout
+        _set_pg_timeout(datetime.timedelta(seconds=C.TIMEOUT_S), mesh[dim].get_group())
     if C.RANK == 0:
         log.info(f"Device mesh: {mesh}")
     data = Shard(shard_path(), BATCH)
