@@ -296,11 +296,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     rg.add_argument("out")
     rg.add_argument("--kinds", help="comma-separated fault kinds (default: all in kinds.yaml)")
     rg.add_argument("--styles", help="comma-separated program styles: ddp, megatron, hf, lightning, "
-                    "accelerate, nanogpt, fabric, titan, deepspeed, fsdp2 (default: all)")
+                    "accelerate, nanogpt, fabric, titan, deepspeed, fsdp2, tp, tune (default: all)")
     rg.add_argument("--per-kind", type=int, default=2, help="cases per fault kind (default 2)")
     rg.add_argument("--cases", help="comma-separated case names: run only these again")
     rg.add_argument("--wave", type=int, help="only the cases of this wave (5: with --per-kind 12, "
-                    "6: with --per-kind 14)")
+                    "6: with --per-kind 14, 7: with --per-kind 16)")
     rg.set_defaults(func=cmd_realrun_generate)
     rc = rsub.add_parser("check", help="is a corpus well formed (root lines verbatim, splits, kinds)")
     rc.add_argument("corpus")

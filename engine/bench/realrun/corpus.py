@@ -28,7 +28,7 @@ from engine.bench.realrun.plan import NPROC, RunPlan, assign_splits, case_plans,
 HISTORY = "_history"
 # hf and lightning runs cost the most (transformers or lightning imported on every rank)
 HISTORY_RUNS = {"ddp": 2, "megatron": 2, "hf": 1, "lightning": 1, "accelerate": 1, "nanogpt": 1, "fabric": 1,
-                "titan": 1, "deepspeed": 1, "fsdp2": 1}
+                "titan": 1, "deepspeed": 1, "fsdp2": 1, "tp": 1, "tune": 1}
 SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "torch-2.13.0-cpu"},
             "megatron": {"model": "gpt-tiny-64", "framework": "megatron", "image": "torch-2.13.0-cpu"},
             "lightning": {"model": "tinylm-64", "framework": "lightning",
@@ -41,10 +41,12 @@ SETTINGS = {"ddp": {"model": "tinylm-64", "framework": "pytorch-ddp", "image": "
                        "image": "torch-2.13.0-cpu-lightning"},
             "titan": {"model": "llama3-debugmodel", "framework": "torchtitan", "image": "torch-2.13.0-cpu"},
             "deepspeed": {"model": "tinylm-64", "framework": "deepspeed-zero1", "image": "torch-2.13.0-cpu"},
-            "fsdp2": {"model": "tinylm-64", "framework": "pytorch-fsdp2", "image": "torch-2.13.0-cpu"}}
+            "fsdp2": {"model": "tinylm-64", "framework": "pytorch-fsdp2", "image": "torch-2.13.0-cpu"},
+            "tp": {"model": "tinylm-64", "framework": "pytorch-dtensor-tp", "image": "torch-2.13.0-cpu"},
+            "tune": {"model": "tinylm-64", "framework": "torchtune-recipe", "image": "torch-2.13.0-cpu"}}
 # styles whose checkpoint is a folder (accelerate's save_state step_N, a DCP step-N of titan, DeepSpeed's
-# global_stepN, a DCP step_NNNNNN of fsdp2): a resume case gets the whole folder
-STATE_DIR_STYLES = ("accelerate", "titan", "deepspeed", "fsdp2")
+# global_stepN, a DCP step_NNNNNN of fsdp2, a DCP step-N of tp): a resume case gets the whole folder
+STATE_DIR_STYLES = ("accelerate", "titan", "deepspeed", "fsdp2", "tp")
 STATE_DIR = re.compile(r"^(?:step[-_]|global_step)(\d+)$")
 
 
@@ -147,15 +149,19 @@ def relabel(root: Path) -> int:
     return n
 
 
+# (wave, the number of its first case), the latest first
+WAVE_FIRST_CASE = ((7, 15), (6, 13), (5, 11), (4, 7), (3, 5), (2, 3), (1, 1))
+
+
 def write_wave_views(root: Path) -> dict[int, int]:
-    """``root/_wave1/`` to ``root/_wave6/`` (4: the development runs, cases -7 to -10): the cases of each
+    """``root/_wave1/`` to ``root/_wave7/`` (4: the development runs, cases -7 to -10): the cases of each
     wave as links beside a cases.json of their own, so that `l4 bench eval root/_wave3 --split test,dev`
     scores a held-out wave alone. Returns the number of cases per wave."""
     rows = json.loads((root / "cases.json").read_text())
     waves: dict[int, list[dict]] = {}
     for row in rows:
         n = int(row["case_id"].rsplit("-", 1)[1])
-        wave = 6 if n >= 13 else 5 if n >= 11 else 4 if n >= 7 else 3 if n >= 5 else 2 if n >= 3 else 1
+        wave = next(w for w, first in WAVE_FIRST_CASE if n >= first)
         waves.setdefault(wave, []).append(row)
     for wave, wrows in sorted(waves.items()):
         view = root / f"_wave{wave}"
@@ -191,7 +197,8 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
              log: Callable[[str], None] | None = None, wave: int | None = None) -> list[dict]:
     """Run and label the corpus into ``out``; returns the index rows (also in ``out/cases.json``).
     ``cases`` runs only the named cases of the corpus (to run one again); ``wave`` only the cases of
-    that wave (5: the -11/-12 cases of ``--per-kind 12``; 6: the -13/-14 cases of ``--per-kind 14``)."""
+    that wave (5: the -11/-12 cases of ``--per-kind 12``; 6: the -13/-14 cases of ``--per-kind 14``; 7: the
+    -15/-16 cases of ``--per-kind 16``)."""
     say = log or (lambda m: print(m, file=sys.stderr))
     out.mkdir(parents=True, exist_ok=True)
     scratch = scratch or out / ".scratch"
@@ -208,7 +215,8 @@ def generate(out: Path, kinds: list[str] | None = None, styles: list[str] | None
     if wave is not None:
         plans = [p for p in plans if p.wave == wave]
         if not plans:
-            raise ValueError(f"no cases of wave {wave} (wave 5 needs --per-kind 12, wave 6 --per-kind 14)")
+            raise ValueError(f"no cases of wave {wave} (wave 5 needs --per-kind 12, wave 6 --per-kind 14, "
+                             "wave 7 --per-kind 16)")
     index_path = out / "cases.json"
     index = {r["case_id"]: r for r in json.loads(index_path.read_text())} if index_path.is_file() else {}
     history: dict[str, list[Path]] = {}

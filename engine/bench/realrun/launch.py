@@ -26,11 +26,13 @@ PROGRAMS = Path(__file__).parent / "programs"
 SCRIPTS = {"ddp": "ddp_train.py", "megatron": "megatron_train.py", "hf": "hf_train.py",
            "lightning": "lightning_train.py", "accelerate": "accelerate_train.py",
            "nanogpt": "nanogpt_train.py", "fabric": "fabric_train.py", "titan": "titan_train.py",
-           "deepspeed": "deepspeed_train.py", "fsdp2": "fsdp2_train.py"}
+           "deepspeed": "deepspeed_train.py", "fsdp2": "fsdp2_train.py", "tp": "tp_train.py",
+           "tune": "tune_train.py"}
 # styles whose largest checkpoint file stays under the usual 96 KiB quota of disk_full_ckpt: their quota
 SMALL_FILES = {"deepspeed": 24 << 10}
-# styles whose checkpoint folder holds one shard per rank (DCP of fully_shard): a truncated copy cuts all
-CUT_EVERY_FILE = ("fsdp2",)
+# styles whose checkpoint folder holds one shard per rank (DCP of fully_shard or of tensor-parallel DTensors):
+# a truncated copy cuts all
+CUT_EVERY_FILE = ("fsdp2", "tp")
 TIMEOUT_S = 8  # gloo collective timeout: hangs and stragglers surface within seconds
 JOIN_TIMEOUT_S = 30
 READ_TIMEOUT_S = 20  # the rendezvous store's: a node that cannot reach it gives up after this

@@ -11,13 +11,15 @@ from pathlib import Path
 import yaml
 
 STYLES = ("ddp", "megatron", "hf", "lightning", "accelerate", "nanogpt", "fabric", "titan", "deepspeed",
-          "fsdp2")
+          "fsdp2", "tp", "tune")
 # held out: only wave 3 (cases -5, -6) and the development wave 4 (-7 to -10) run them
 WAVE3_STYLES = ("accelerate", "nanogpt")
 # held out: only wave 5 (cases -11, -12) runs them
 WAVE5_STYLES = ("fabric", "titan")
 # held out: only wave 6 (cases -13, -14) runs them
 WAVE6_STYLES = ("deepspeed", "fsdp2")
+# held out: only wave 7 (cases -15, -16) runs them
+WAVE7_STYLES = ("tp", "tune")
 NNODES = 4
 NPROC = 2
 STEPS = 24
@@ -81,7 +83,7 @@ class RunPlan:
     prefix: str = "default"  # the launcher's console prefix of rank lines: [defaultN]: or [rankN]: (global)
     wave: int = 1  # 1: the first corpus (cases -1, -2); 2: held-out growth (-3, -4); 3: new styles (-5, -6);
     # 4: development runs of the new styles (-7 to -10), never committed as fixtures; 5: the styles of
-    # WAVE5_STYLES and elastic restarts (-11, -12)
+    # WAVE5_STYLES and elastic restarts (-11, -12); 6: WAVE6_STYLES (-13, -14); 7: WAVE7_STYLES (-15, -16)
     restarts: int = 0  # torchrun --max-restarts: the agents restart the workers this many times
     monitor_interval: float = 0.5  # torchrun --monitor-interval (seconds)
 
@@ -277,6 +279,42 @@ def _step6(p: RunPlan, rng: random.Random, when: str) -> int:
     return _step(rng, when, p.steps, p.save_every)
 
 
+# wave 7 (cases 15 and 16, the styles of WAVE7_STYLES only): other steps, saves, zones and node names; the
+# tune style's own lines carry no time (logging's default format), the tp style's loguru-like ones the node's
+WAVE7_STEPS = (13, 19, 23)
+WAVE7_SAVE_EVERY = (4, 6, 9)
+WAVE7_CLOCKS = (("Asia/Hong_Kong", "iso_offset"), ("Europe/Madrid", "iso_offset"), ("UTC", "iso_z"),
+                ("America/Sao_Paulo", "naive"), ("Pacific/Auckland", "naive"))
+WAVE7_NODE_SCHEMES = ("a3mega-{:04d}", "sc-gpu{:03d}", "hpc-{:02d}.local", "tp-worker-{}")
+WAVE7_UNSTAMPED = ("tune",)
+# kinds with a second wave-7 case (-16, in the other new style): the first 7 in the hash order of the name
+WAVE7_SECOND = 7
+
+
+def _wave7(p: RunPlan, nodes_given: bool) -> None:
+    """Settings of a wave-7 case, every one from its own hash of the name (salt ``l4-realrun-w7``)."""
+    w = random.Random(f"l4-realrun-w7:{p.name}")
+    p.wave = 7
+    if not nodes_given:
+        p.nodes = _scheme_nodes(w, WAVE7_NODE_SCHEMES)
+    p.clocks = [w.choice(WAVE7_CLOCKS) for _ in p.nodes]
+    if p.style in WAVE7_UNSTAMPED:
+        p.clocks = [(tz, "none") for tz, _ in p.clocks]
+    p.steps = w.choice(WAVE7_STEPS)
+    p.save_every = w.choice(WAVE7_SAVE_EVERY)
+    p.prefix = w.choice(["default", "rank"])
+    if w.random() < 0.3:
+        p.layout, p.prefix = "slurm", "rank"  # the prefixer reads torchrun's [rankN]: (global rank)
+    else:
+        p.layout = w.choice(["console", "logdir"])
+
+
+def wave7_second(kind: str) -> bool:
+    """Whether ``kind`` has a second wave-7 case (-16)."""
+    order = sorted(kinds()["kinds"], key=lambda k: _hash(f"l4-realrun-w7-second:{k}"))
+    return kind in order[:WAVE7_SECOND]
+
+
 def split_of(name: str) -> str:
     """The half of a wave-2 case, fixed before the engine sees it: ``dev`` when the first byte of the
     sha256 of its name is even."""
@@ -293,7 +331,9 @@ def plan_run(name: str, style: str, kind: str | None, seed: int, nodes: list[str
         clocks[rng.randrange(len(clocks))] = CLOCKS[0]
     p = RunPlan(name=name, style=style, kind=kind, seed=seed, nodes=nodes, clocks=clocks,
                 layout=rng.choice(["console", "logdir"]))
-    if seed >= 13 and kind is not None:
+    if seed >= 15 and kind is not None:
+        _wave7(p, nodes_given)
+    elif seed >= 13 and kind is not None:
         _wave6(p, nodes_given)
     elif seed >= 11 and kind is not None:
         _wave5(p, nodes_given)
@@ -326,7 +366,8 @@ def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] |
     a side the kind's hash picks, so that both new styles get about half); cases 7 and on are development
     runs of those styles with settings from another hash (wave 4, up to -10); cases 11 and 12 run the styles
     of WAVE5_STYLES (wave 5: -11 for every kind, -12 in the other new style for the kinds `wave5_second`
-    picks); cases 13 and 14 those of WAVE6_STYLES alike (wave 6, `wave6_second`)."""
+    picks); cases 13 and 14 those of WAVE6_STYLES alike (wave 6, `wave6_second`), cases 15 and 16 those of
+    WAVE7_STYLES (wave 7, `wave7_second`)."""
     all_kinds = kinds()["kinds"]
     chosen = kinds_wanted or list(all_kinds)
     for k in chosen:
@@ -338,17 +379,21 @@ def case_plans(kinds_wanted: list[str] | None = None, styles_wanted: list[str] |
     plans = []
     for kind in chosen:
         allowed = [s for s in all_kinds[kind]["styles"] if s in styles]
-        old = [s for s in allowed if s not in WAVE3_STYLES + WAVE5_STYLES + WAVE6_STYLES]
+        old = [s for s in allowed if s not in WAVE3_STYLES + WAVE5_STYLES + WAVE6_STYLES + WAVE7_STYLES]
         new = [s for s in allowed if s in WAVE3_STYLES]
         new5 = [s for s in allowed if s in WAVE5_STYLES]
         new6 = [s for s in allowed if s in WAVE6_STYLES]
+        new7 = [s for s in allowed if s in WAVE7_STYLES]
         for n in range(per_kind):
             if n < 4 and not old or 4 <= n < 10 and not new or 10 <= n < 12 and not new5 \
-                    or n >= 12 and not new6:
+                    or 12 <= n < 14 and not new6 or n >= 14 and not new7:
                 continue
-            if n >= 14 or n == 11 and not wave5_second(kind) or n == 13 and not wave6_second(kind):
+            if n >= 16 or n == 11 and not wave5_second(kind) or n == 13 and not wave6_second(kind) \
+                    or n == 15 and not wave7_second(kind):
                 continue
-            if n >= 12:
+            if n >= 14:
+                style = new7[(n - 14 + _hash(f"w7:{kind}")) % len(new7)]
+            elif n >= 12:
                 style = new6[(n - 12 + _hash(f"w6:{kind}")) % len(new6)]
             elif n >= 10:
                 style = new5[(n - 10 + _hash(f"w5:{kind}")) % len(new5)]

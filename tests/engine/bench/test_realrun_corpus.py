@@ -10,7 +10,15 @@ from pathlib import Path
 from bot.cli import main
 from engine.bench.evaluate import case_dirs, evaluate
 from engine.bench.realrun.check import check_case, check_corpus, read_lines
-from engine.bench.realrun.plan import STYLES, WAVE3_STYLES, WAVE5_STYLES, WAVE6_STYLES, kinds, split_of
+from engine.bench.realrun.plan import (
+    STYLES,
+    WAVE3_STYLES,
+    WAVE5_STYLES,
+    WAVE6_STYLES,
+    WAVE7_STYLES,
+    kinds,
+    split_of,
+)
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "realrun"
 STAGES = {"init", "data_loading", "model_loading", "training", "checkpointing", "teardown"}
@@ -58,6 +66,7 @@ def test_the_corpus_covers_kinds_stages_styles_splits_and_clocks():
         lines = read_lines(CORPUS / t["case_id"] / "failed")
         assert any("will restart worker group" in ln for ln in lines), t["case_id"]
     _wave6(truths)
+    _wave7(truths)
     assert Counter(t["split"] for t in truths).keys() == {"dev", "test"}
     assert all(t["world_size"] >= 8 and len(t["nodes"]) >= 4 for t in truths)
     zones = {(n["tz"], n["timestamps"]) for t in truths for n in t["nodes"].values()}
@@ -75,7 +84,8 @@ def _wave6(truths: list[dict]) -> None:
     assert all(t["split"] == split_of(t["case_id"]) for t in wave6)
     assert {t["split"] for t in wave6} == {"dev", "test"}
     slurm = [t for t in wave6 if t["layout"] == "slurm"]
-    assert len(slurm) >= len(wave6) // 4 and all(t["layout"] != "slurm" for t in truths if t.get("wave") != 6)
+    assert len(slurm) >= len(wave6) // 4
+    assert all(t["layout"] != "slurm" for t in truths if t.get("wave") not in (6, 7))
     for t in slurm:  # one srun -l console per node; its root lines carry a task label
         files = sorted((CORPUS / t["case_id"] / "failed").rglob("*.gz"))  # (a node that never came: none)
         assert all(f.name.startswith("slurm-") for f in files), t["case_id"]
@@ -93,6 +103,18 @@ def _wave6(truths: list[dict]) -> None:
                 at = [i for i, ln in enumerate(lines) if "will restart worker group" in ln]
                 later += lines[at[0]:] if at else []
         assert any(p.search(ln) for p in pats for ln in later), t["case_id"]
+
+
+def _wave7(truths: list[dict]) -> None:
+    """The held-out wave 7: every kind in its two styles only (tensor parallel with DTensor, a TorchTune-like
+    recipe), no restarts."""
+    wave7 = [t for t in truths if t.get("wave") == 7]
+    assert {t["kind"] for t in wave7} == set(kinds()["kinds"])
+    assert {t["style"] for t in wave7} == set(WAVE7_STYLES)
+    assert not {t["style"] for t in truths if t.get("wave", 1) < 7} & set(WAVE7_STYLES)
+    assert all(t["split"] == split_of(t["case_id"]) for t in wave7)
+    assert {t["split"] for t in wave7} == {"dev", "test"}
+    assert not any(t.get("restarts") for t in wave7)
 
 
 def test_a_tampered_case_is_reported(tmp_path):

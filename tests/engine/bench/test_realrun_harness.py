@@ -24,6 +24,8 @@ from engine.bench.realrun.plan import (
     WAVE5_STYLES,
     WAVE6_STEPS,
     WAVE6_STYLES,
+    WAVE7_STEPS,
+    WAVE7_STYLES,
     assign_splits,
     case_plans,
     kinds,
@@ -164,6 +166,26 @@ def test_held_out_wave_6_runs_every_kind_in_its_own_styles_with_srun_consoles_an
     assert not {p.style for p in plans if p.wave < 6} & set(WAVE6_STYLES)
     assert [p.name for p in case_plans(per_kind=12)] == [p.name for p in plans if p.wave < 6]
     assert all(p.layout != "slurm" for p in plans if p.wave < 6)
+
+
+def test_held_out_wave_7_runs_every_kind_in_its_own_styles():
+    plans = case_plans(per_kind=16)
+    w7 = [p for p in plans if p.wave == 7]
+    assert {p.name.rsplit("-", 1)[1] for p in w7} == {"15", "16"} and 24 <= len(w7) <= 28
+    assert {p.kind for p in w7} == set(kinds()["kinds"])
+    styles = Counter(p.style for p in w7)
+    assert styles.keys() == set(WAVE7_STYLES) and min(styles.values()) >= len(w7) // 3
+    assert {p.steps for p in w7} <= set(WAVE7_STEPS)
+    assert {p.layout for p in w7} == {"console", "logdir", "slurm"}
+    assert all(p.prefix == "rank" for p in w7 if p.layout == "slurm")
+    # the tune style's own lines carry no time (logging's default format): only torchrun's do
+    assert all(fmt == "none" for p in w7 if p.style == "tune" for _, fmt in p.clocks)
+    assert any(fmt != "none" for p in w7 if p.style == "tp" for _, fmt in p.clocks)
+    assert all(p.restarts == 0 for p in w7)
+    assert {split_of(p.name) for p in w7} == {"dev", "test"}
+    # no earlier wave runs the new styles, and their plans are what they were
+    assert not {p.style for p in plans if p.wave < 7} & set(WAVE7_STYLES)
+    assert [p.name for p in case_plans(per_kind=14)] == [p.name for p in plans if p.wave < 7]
 
 
 def test_a_slurm_console_labels_every_rank_line_with_its_global_rank(tmp_path):
@@ -442,15 +464,17 @@ def test_wave_views_list_each_waves_cases_beside_the_corpus(tmp_path):
 
     rows = []
     for name in ("nan_loss-ddp-1", "nan_loss-hf-2", "nan_loss-ddp-3", "nan_loss-lightning-4",
-                 "nan_loss-nanogpt-6", "nan_loss-accelerate-7", "nan_loss-fabric-11", "nan_loss-fsdp2-13"):
+                 "nan_loss-nanogpt-6", "nan_loss-accelerate-7", "nan_loss-fabric-11", "nan_loss-fsdp2-13",
+                 "nan_loss-tp-15"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "truth.json").write_text(json.dumps({"case_id": name, "split": "dev"}))
         rows.append({"case_id": name, "path": name})
     (tmp_path / "cases.json").write_text(json.dumps(rows))
-    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1, 6: 1}
+    assert write_wave_views(tmp_path) == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1}
     assert [d.name for d in case_dirs(tmp_path / "_wave2")] == ["nan_loss-ddp-3", "nan_loss-lightning-4"]
     assert [d.name for d in case_dirs(tmp_path / "_wave3")] == ["nan_loss-nanogpt-6"]
     assert [d.name for d in case_dirs(tmp_path / "_wave4")] == ["nan_loss-accelerate-7"]
     assert [d.name for d in case_dirs(tmp_path / "_wave5")] == ["nan_loss-fabric-11"]
     assert [d.name for d in case_dirs(tmp_path / "_wave6")] == ["nan_loss-fsdp2-13"]
-    assert len(case_dirs(tmp_path)) == 8  # the views are not cases of the corpus
+    assert [d.name for d in case_dirs(tmp_path / "_wave7")] == ["nan_loss-tp-15"]
+    assert len(case_dirs(tmp_path)) == 9  # the views are not cases of the corpus

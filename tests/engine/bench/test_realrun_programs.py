@@ -1,4 +1,4 @@
-"""Smoke runs of the wave-5 and wave-6 program styles: one node of two ranks under a real torchrun, a few
+"""Smoke runs of the wave-5 to wave-7 program styles: one node of two ranks under a real torchrun, a few
 steps, a checkpoint, no fault; the lines each style's labels and kinds rely on are there. They need torch (and
 lightning for fabric) and take 30 to 50 s each on a loaded machine, so they run only when asked:
 ``L4_REALRUN_SMOKE=1 pytest tests/engine/bench/test_realrun_programs.py``."""
@@ -82,3 +82,29 @@ def test_the_fsdp2_program_shards_and_saves_dcp_checkpoints(tmp_path):
     assert sorted(p.name for p in ckpt.iterdir()) == ["step_000002", "step_000003"]
     assert sorted(p.name for p in (ckpt / "step_000003").iterdir()) == [".metadata", "__0_0.distcp",
                                                                         "__1_0.distcp"]
+
+
+@pytest.mark.skipif(torch_missing, reason="real torch runs: set L4_REALRUN_SMOKE=1")
+def test_the_tp_program_shards_its_layers_with_dtensor_and_logs_like_loguru(tmp_path):
+    out = _run(tmp_path, "tp", "logdir")
+    for line in (" | INFO     | __main__:main:", "Device mesh: DeviceMesh((dp=1, tp=2)",
+                 "mlp.0 ColwiseParallel, head RowwiseParallel over tp=2, dp=1",
+                 " | SUCCESS  | __main__:save:", "step=3/3 loss=", "Saving checkpoint to ",
+                 "Training finished after 3 steps", "rank 1: process group destroyed"):
+        assert line in out, line
+    ckpt = tmp_path / "tp" / "ckpt"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step-2", "step-3"]
+    assert (ckpt / "step-3" / ".metadata").is_file()  # a DCP checkpoint
+
+
+@pytest.mark.skipif(torch_missing, reason="real torch runs: set L4_REALRUN_SMOKE=1")
+def test_the_tune_program_speaks_torchtunes_recipe(tmp_path):
+    out = _run(tmp_path, "tune", "console")
+    for line in ("INFO:torchtune.utils._logging:Running FullFinetuneRecipeDistributed with resolved config:",
+                 "INFO:torchtune.utils._logging:Model is initialized with precision torch.float32.",
+                 "INFO:torchtune.utils._logging:Dataset and Sampler are initialized.",
+                 "Local seed is seed + rank = 101 + 1", "1|3|Loss: ", "Step 3 | loss:",
+                 "Saving checkpoint. This may take some time. Retrieving full model state dict...",
+                 "Model checkpoint of size 0.00 GiB saved to "):
+        assert line in out, line
+    assert [p.name for p in (tmp_path / "tune" / "ckpt" / "step_2").iterdir()] == ["model-00001-of-00001.pt"]
