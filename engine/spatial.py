@@ -36,16 +36,21 @@ WEIGHTS = {"forest": 0.2, "evidence": 0.5, "silence": 0.3, "blame": 0.5}
 ECHO_WEIGHT = 0.35
 
 
+def isolation_forest() -> type:
+    """scikit-learn's IsolationForest, imported on first use: scikit-learn (with scipy) takes ~2 s
+    to import, and a job of fewer than three nodes (a pasted excerpt, one rank file) never needs it.
+    A fixed cost per process, not per MB: `l4 bench speed` times this call apart, with the imports."""
+    from sklearn.ensemble import IsolationForest
+
+    return IsolationForest
+
+
 def _forest(parsed: ParsedJob, nodes: list[str], ids: list[int]) -> np.ndarray:
     if len(nodes) < 3 or not ids:
         return np.zeros(len(nodes))
     x = np.array([[parsed.node_counts[n].get(i, 0) for i in ids] for n in nodes], dtype=float)
     x = np.log1p(x)
-    # imported here: scikit-learn (with scipy) takes ~2 s to import, and a job of fewer than three
-    # nodes (a pasted excerpt, one rank file) never needs it
-    from sklearn.ensemble import IsolationForest
-
-    forest = IsolationForest(n_estimators=200, random_state=0).fit(x)
+    forest = isolation_forest()(n_estimators=200, random_state=0).fit(x)
     raw = -forest.score_samples(x)
     span = raw.max() - raw.min()
     return (raw - raw.min()) / span if span > 1e-12 else np.zeros(len(nodes))
