@@ -18,6 +18,7 @@ from engine.known import KnownSignature
 from engine.masking import MASK
 from engine.model import ClockNote, ParsedJob
 from engine.quiet import quiet_evidence
+from engine.reports import report_groups, shown_lines
 from engine.roles import CASCADE, CONSEQUENCE, CONTEXT, REPORT, WRAPPER, Roles, event_roles
 from engine.root_severity import LiftModel, learned_severity
 from engine.severity import severity
@@ -111,6 +112,10 @@ def score_events(parsed: ParsedJob, candidates: list[int], *, known: Sequence[Kn
             sev_of[i] = max(sev_of[i], learned_severity(parsed.templates[i], sev_of[i], lift))
     known_of = quiet_evidence(parsed, candidates, sev_of, roles.role, cascade=CASCADE, alarm=ROOT_SEVERITY,
                               known=known, history=history, clock=clock)
+    # one fault told in lines a signature names alike, close together: its best event shows them
+    # together (engine.reports)
+    for keeper, members in report_groups(parsed, candidates, known_of, sev_of, roles.role).items():
+        roles.evidence[keeper] = shown_lines(parsed, members, roles.evidence.get(keeper, ()))
     # Echoes are damped only when a root cause is in sight: a severe event that is no echo, on few
     # nodes. With none (a silent hang, a killed rank), the timeouts and the launcher's report are the
     # best evidence there is.

@@ -58,6 +58,9 @@ PASTE_SEVERITY = 0.5  # ... whose lines weigh at least this when none of them is
 _EXC_TYPE = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Failure)\w*|[\w.]+Error\w*):\s*")
 _WORD = re.compile(r"[A-Za-z]{3,}")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+_EMPTY_EXC = re.compile(r"^[\w.]*(?:Error|Exception)\w*:\s*$")  # an exception whose message follows it
+TRACEBACK_LINES = 200  # lines after a traceback's head searched for its exception
+EMPTY_EXC_LINES = 60  # lines after an exception without a message searched for the one it reports
 
 
 @dataclass
@@ -150,6 +153,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     _label_successors(parsed, labels, severity, out, set(candidates))
     _chain_causes(parsed, candidates, msgs, out)
     _exception_lines(parsed, candidates, msgs, out)
+    _traceback_intros(parsed, candidates, msgs, severity, out)
     _after_teardown(parsed, candidates, out)
     _quoting(parsed, candidates, severity, msgs, out)
     _killed_first(parsed, candidates, out)
@@ -301,6 +305,76 @@ def _exception_lines(parsed: ParsedJob, candidates: list[int], msgs: dict[int, s
                     and not FRAME.match(msgs[i])
                     and parsed.templates[i].level is None):  # a logged line is no exception
                 out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
+
+
+@lru_cache(maxsize=1)
+def _intro() -> re.Pattern[str]:
+    phrases = load("severity")["roles"].get("traceback_intro", [])
+    return re.compile("|".join(f"(?:{p})" for p in phrases) or "(?!)")
+
+
+def _line_events(parsed: ParsedJob, pos: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """The lines of a file whose event is known: each event's first and last line there."""
+    at = {}
+    for i, (first, last) in pos.items():
+        at.setdefault(first, i)
+        at.setdefault(last, i)
+    return at
+
+
+def _is_exception(i: int, msgs: dict[int, str], out: Roles) -> bool:
+    m = msgs.get(i, "")
+    return (bool(_EXC_TYPE.match(m)) and out.role.get(i) != CONTEXT and not m[:1].isspace()
+            and not FRAME.match(m))
+
+
+def _traceback_intros(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
+                      severity: dict[int, float], out: Roles) -> None:
+    """A line that introduces the traceback right after it (`traceback_intro`: "Exception ignored in:
+    <bound method …>", "Error in atexit._run_exitfuncs:", "-- Process 0 terminated with the following
+    error:", or a label "…:") says where the traceback's exception was raised: the exception shows it
+    first and weighs at least as much, the intro line is its context. And an exception without a message
+    of its own ("torch.multiprocessing.spawn.ProcessRaisedException:") whose file shows another
+    exception soon after is that one's wrapper (its message is what follows it)."""
+    intro_rx, label_rx = _intro(), _lexicon()[1]
+    heads = {i for i, t in enumerate(parsed.templates) if _TRACEBACK.search(t.template)}
+    pool = set(candidates)
+    empty = {i for i in candidates if _EMPTY_EXC.match(msgs[i]) and out.role.get(i) is None}
+    for pos in parsed.positions.values():
+        if not heads.intersection(pos) and not empty.intersection(pos):
+            continue
+        at = _line_events(parsed, pos)
+        lines = sorted(at)
+        for k, line in enumerate(lines):
+            i = at[line]
+            if i in empty and pos[i][0] == line:
+                inner = next((at[n] for n in lines[k + 1:] if n - line <= EMPTY_EXC_LINES
+                              and at[n] in pool and at[n] not in empty and _is_exception(at[n], msgs, out)),
+                             None)
+                if inner is not None and out.role.get(i) is None:
+                    out.role[i] = WRAPPER
+                    cap = max(severity.get(inner, 0.0), QUOTE_MIN_SEVERITY)
+                    out.capped[i] = min(out.capped.get(i, 1.0), cap)
+            if i not in heads or k == 0:
+                continue
+            before = lines[k - 1]
+            intro = at[before]
+            m = msgs.get(intro, "")
+            if (line - before > 2 or intro not in pool or intro in heads
+                    or out.role.get(intro) not in (None, CONTEXT)
+                    or FRAME.match(m) or not (intro_rx.search(m) or label_rx.search(m))):
+                continue
+            exc = next((at[n] for n in lines[k + 1:] if n - line <= TRACEBACK_LINES and at[n] in pool
+                        and _is_exception(at[n], msgs, out)), None)
+            if exc is None or exc == intro:
+                continue
+            out.role[intro] = CONTEXT
+            out.inherited[exc] = max(out.inherited.get(exc, 0.0), severity.get(intro, 0.0))
+            shown = out.evidence.setdefault(exc, [])
+            for j in (intro, exc):
+                raw = parsed.templates[j].examples[0] if parsed.templates[j].examples else None
+                if raw is not None and raw not in shown:
+                    shown.append(raw)
 
 
 def _chain_causes(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], out: Roles) -> None:

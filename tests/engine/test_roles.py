@@ -188,3 +188,38 @@ def test_the_schedulers_report_of_an_oom_kill_ranks_below_the_kernels_line(tmp_p
         "slurmstepd: error: Detected 1 oom_kill event in StepId=3180797.0. Some of the step tasks have been "
         "OOM Killed."])
     assert d.events[0].template.startswith("Out of memory: Killed process")
+
+
+def test_the_line_introducing_a_traceback_is_shown_with_its_exception(tmp_path):
+    intro = "Exception ignored in: <bound method BaseSession.__del__ of <Session object at 0x7f4dd15d3d30>>"
+    lines = [
+        "Epoch 50/50 - loss: 0.1021",
+        intro,
+        "Traceback (most recent call last):",
+        '  File "/venv/site-packages/tensorflow/python/client/session.py", line 707, in __del__',
+        "TypeError: 'NoneType' object is not callable",
+    ]
+    d = _paste(tmp_path, lines)
+    assert d.events[0].template.startswith("TypeError")
+    assert d.events[0].examples[:2] == [intro, lines[-1]]
+    assert not any(e.template.startswith("Exception ignored") for e in d.events)
+
+
+def test_an_exception_without_a_message_wraps_the_one_that_follows(tmp_path):
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 9, in <module>',
+        "    mp.spawn(run, nprocs=2)",
+        "torch.multiprocessing.spawn.ProcessRaisedException: ",
+        "",
+        "-- Process 0 terminated with the following error:",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 4, in run',
+        "    dist.init_process_group(backend='nccl')",
+        "RuntimeError: Distributed package doesn't have NCCL built in",
+    ]
+    d = _paste(tmp_path, lines)
+    assert d.events[0].template == "RuntimeError: Distributed package doesn't have NCCL built in"
+    assert d.events[0].examples[0] == "-- Process 0 terminated with the following error:"
+    spawn = next(e for e in d.events if "ProcessRaisedException" in e.template)
+    assert spawn.score < d.events[0].score
