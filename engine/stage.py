@@ -475,16 +475,24 @@ def frames_evidence(window: Window) -> tuple[str, bool] | None:
 
 def frame_list_evidence(frames: list[Frame]) -> tuple[str, bool] | None:
     """`frames_evidence` of a traceback's frames (innermost first)."""
+    found = frame_rule_evidence(frames)
+    return found[:2] if found is not None else None
+
+
+def frame_rule_evidence(frames: list[Frame]) -> tuple[str, bool, bool] | None:
+    """(stage, weak, by code) of the innermost frame a frame hint knows, as `frame_list_evidence`; `by
+    code` when the hint that knows it reads its code line only (`trainer = Trainer(`), not its function's
+    name, its file or the words of its name."""
     for file, func, code in frames:
         if _foreign_frame(file):
             continue
         for stage, func_rx, file_rx, code_rx, weak in _frame_rules():
             if ((func_rx is None or func_rx.match(func)) and (file_rx is None or file_rx.search(file))
                     and (code_rx is None or code_rx.search(code))):
-                return stage, weak
+                return stage, weak, func_rx is None and file_rx is None
         worded = frame_words_stage(func, file)
         if worded is not None:
-            return worded, False
+            return worded, False, False
     return None
 
 
