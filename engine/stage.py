@@ -45,8 +45,15 @@ MESSAGE_LINES = 6  # lines an exception's message may take between its traceback
 PEER_EVENTS = 3  # the next events whose tracebacks are read when the first one's file shows no stage
 SIBLINGS = 2  # other files of the failing rank's folder read when its own shows no stage
 HEAD_CHARS = 60  # a stage hint this near the start of a line is what the line says it was doing
-_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)')
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
+# A frame line of a Python traceback (`File "…", line N, in f`) or of a faulthandler dump (`File "…", line N
+# in f`, no comma), also behind a launcher's label that the header parser leaves on an indented line (`srun
+# -l`'s "0:   File …", "[177/train/578 (pid 9)] [uuid]   File …"): `pre`, stripped from the code line too.
+_LABEL = r"(?:(?P<pre>\S.{0,120}?[\]:>)])\s+)?"
+_FRAME = re.compile(_LABEL + r'File "(?P<file>[^"]*)", line \d+(?P<comma>,)? in (?P<func>\S+)')
+_TRACEBACK = re.compile(_LABEL + r"Traceback \(most recent call last\):")
+_CALL_FIRST = re.compile(r"\(most recent call first\):?\s*$")  # a faulthandler dump's thread: innermost first
+_CURRENT_THREAD = re.compile(r"^Current thread 0x[0-9a-fA-F]+ \(most recent call first\)")
+FAULT_REACH = 60  # lines after the failure line searched for a faulthandler dump's crashing thread
 _CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _DIGITS = str.maketrans("0123456789", "0000000000")
@@ -427,6 +434,10 @@ def _frames(window: Window) -> list[Frame]:
                 return []  # another rank's traceback (a launcher's line is followed by its workers')
             end = next((j for j in range(i + 1, len(msgs)) if not _traceback_line(msgs, j)), len(msgs))
             return _frames_back(msgs, end)
+    for i in range(at + 1, min(len(msgs), at + 1 + FAULT_REACH)):  # "Fatal Python error: …": faulthandler
+        if _CURRENT_THREAD.match(msgs[i]) and i + 1 < len(msgs) and _FRAME.match(msgs[i + 1]):
+            end = next((j for j in range(i + 1, len(msgs)) if not _FRAME.match(msgs[j])), len(msgs))
+            return _frames_back(msgs, end)
     for i in range(at + 1, min(len(msgs), at + 1 + MESSAGE_LINES)):  # a pasted excerpt: frames, no head
         if _FRAME.match(msgs[i]):
             end = next((j for j in range(i + 1, len(msgs)) if not _traceback_line(msgs, j)), len(msgs))
@@ -442,7 +453,8 @@ def _traceback_line(msgs: list[str], i: int) -> bool:
 
 def _frames_back(msgs: list[str], end: int) -> list[Frame]:
     """The frames of the traceback block that ends just before line `end` (or before the exception
-    message lines that end there: "ncclInternalError: …", "Last error:", …), innermost first."""
+    message lines that end there: "ncclInternalError: …", "Last error:", …), innermost first (a
+    faulthandler dump lists them so already: its thread's line says "most recent call first")."""
     frames: list[Frame] = []
     i = end - 1
     lead = 0
@@ -453,9 +465,14 @@ def _frames_back(msgs: list[str], end: int) -> list[Frame]:
     while i >= 0 and i > end - TRACEBACK_REACH and _traceback_line(msgs, i):
         m = _FRAME.match(msgs[i])
         if m is not None:
-            code = msgs[i + 1] if i + 1 < end and not _FRAME.match(msgs[i + 1]) else ""
+            code = msgs[i + 1] if i + 1 < end and m.group("comma") and not _FRAME.match(msgs[i + 1]) else ""
+            pre = m.group("pre")
+            if pre and code.startswith(pre):
+                code = code[len(pre):].lstrip()
             frames.append((m.group("file"), m.group("func"), code))
         i -= 1
+    if i >= 0 and _CALL_FIRST.search(msgs[i]):
+        frames.reverse()
     return frames
 
 

@@ -231,3 +231,26 @@ def test_one_traceback_walk_finds_where_the_failure_s_own_lines_start():
                "During handling of the above exception, another exception occurred:", "", *_TB[2:]]
     assert traceback_start(_at_end(chained)) == 1  # the first traceback of a chain
     assert traceback_start(_at_end(["a", "b", "RuntimeError: x"])) == 2  # no traceback: the failure line
+
+
+def test_frames_behind_a_launchers_label_on_indented_lines_are_read(tmp_path):
+    # othergen2 seed-1 dev og2-s1-039: `srun -l` labels every line; the header parser strips "0: " only
+    # before a non-blank, so the traceback's indented frame lines keep their label
+    failing = [f"0: iteration {i}/ 100 | loss: 2.{i}" for i in range(1, 6)] + [
+        "0: Traceback (most recent call last):",
+        '0:   File "/workspace/megatron/core/datasets/indexed_dataset.py", line 424, in __init__',
+        "0:     self.index = _IndexReader(idx_path, self.multimodal)",
+        "0: FileNotFoundError: [Errno 2] No such file or directory: '/data/pile_text_document.idx'",
+    ]
+    assert rules_stage(_job(tmp_path / "j", {0: failing})) == "data_loading"
+
+
+def test_a_faulthandler_dump_s_crashing_thread_names_the_stage(tmp_path):
+    # othergen seed-1 dev og1-007: "Fatal Python error" and faulthandler's frames (no comma before "in",
+    # innermost first), the crashing thread listed after the others
+    failing = ["setting up the model", "Fatal Python error: Segmentation fault", "",
+               "Thread 0x00007f0a416c0390 (most recent call first):", "<no Python frame>", "",
+               "Current thread 0x00007f3433 (most recent call first):",
+               '  File "/env/site-packages/flash_attn/flash_attn_interface.py", line 851 in __del__',
+               '  File "/w/train.py", line 40 in forward', "", "Extension modules: numpy.core"]
+    assert rules_stage(_job(tmp_path / "j", {0: failing})) == "teardown"
