@@ -146,6 +146,11 @@ def _rule_stage(parsed: ParsedJob, event_ids: list[int], trust_time: bool, faili
         local = progressed  # a bar whose words name a stage ("Running tokenizer on dataset: 9%") marks it
     position = local or progressed
     if died and position is not None:
+        own = _same_rank_stage(parsed, where[0]) if position in SETUP and where is not None else None
+        if own in RUNNING:
+            # the file stops at set-up (the rank's stderr: "loading weights file …") while the same rank's
+            # other file (its stdout) shows it running: the worker died in the run
+            return own, False
         return position, False
     stage = _stage_after_frames(parsed, event_ids, trust_time, where, framed, local)
     if progressed is not None and stage in ("init", UNKNOWN):
@@ -378,6 +383,34 @@ def _sibling_stage(parsed: ParsedJob, path: str) -> str | None:
         if found is not None:
             return found
     return None
+
+
+_RANK_NUMBER = re.compile(r"(\d+)\D*$")
+
+
+def _same_rank_stage(parsed: ParsedJob, path: str) -> str | None:
+    """What the failing rank's other files show by their end: the files beside `path` whose name ends in
+    the same number ("stdout-rank40.log" beside "stderr-rank40.log.gz"), the longest first; None when its
+    name has no number or no such file shows a stage."""
+    number = _name_number(path)
+    if number is None:
+        return None
+    folder = os.path.dirname(path)
+    mates = sorted((p for p in parsed.positions
+                    if p != path and os.path.dirname(p) == folder and _name_number(p) == number),
+                   key=lambda p: -parsed.file_lines.get(p, 0))
+    for p in mates[:SIBLINGS]:
+        window = read_window(p, parsed.file_lines.get(p, 0))
+        found = log_stage(window) if window is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+def _name_number(path: str) -> str | None:
+    """The last number in a file's name before its extensions ("stderr-rank40.log.gz" → "40")."""
+    m = _RANK_NUMBER.search(os.path.basename(path).split(".")[0])
+    return m.group(1) if m is not None else None
 
 
 def _failing_file(parsed: ParsedJob, eid: int) -> tuple[str, int] | None:

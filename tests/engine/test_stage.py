@@ -254,3 +254,18 @@ def test_a_faulthandler_dump_s_crashing_thread_names_the_stage(tmp_path):
                '  File "/env/site-packages/flash_attn/flash_attn_interface.py", line 851 in __del__',
                '  File "/w/train.py", line 40 in forward', "", "Extension modules: numpy.core"]
     assert rules_stage(_job(tmp_path / "j", {0: failing})) == "teardown"
+
+
+def test_a_killed_worker_whose_stderr_stops_at_set_up_while_its_stdout_ran(tmp_path):
+    # othergen seed-1 dev og1-017: the rank's stderr shows only "loading weights file" before the death
+    # notice; its stdout, beside it, shows the run's steps
+    job = _files_job(tmp_path / "j", {
+        "node-0/stderr-rank40.log": [
+            "[INFO|modeling_utils.py:3373] 2025-06-16 16:13:11,628 >> loading weights file /m/w.bin",
+            "Traceback (most recent call last):",
+            '  File "/env/site-packages/torch/utils/data/dataloader.py", line 986, in _try_get_data',
+            "RuntimeError: DataLoader worker (pid 3992879) is killed by signal: Bus error."],
+        "node-0/stdout-rank40.log": [f"step {i} loss 2.{i}" for i in range(1, 9)],
+        "node-0/stdout-rank41.log": [f"step {i} loss 2.{i}" for i in range(1, 9)],
+    })
+    assert rules_stage(job) == "training"
