@@ -3,7 +3,8 @@
 Read where the failing rank failed: the rank file in which the first event (the root cause) first
 appears, at the line where it does (`engine.window`). In order:
 
-1. the frames of the traceback that ends at (or follows) that line, innermost first, against the
+1. the frames of the traceback that ends at (or follows) that line, innermost first (a Python traceback,
+   also behind a launcher's label, or a faulthandler dump's crashing thread), against the
    frame hints of data/stages.yaml (`save_checkpoint` → checkpointing, `__next__` → data_loading;
    standard-library and launcher frames skipped); a `weak` hint (a trainer's `fit`, a code line
    naming the loss: frames that hold several stages) gives way to the rank's log (2.);
