@@ -3,7 +3,8 @@
 Read where the failing rank failed: the rank file in which the first event (the root cause) first
 appears, at the line where it does (`engine.window`). In order:
 
-1. the frames of the traceback that ends at (or follows) that line, innermost first, against the
+1. the frames of the traceback that ends at (or follows) that line, innermost first (a Python traceback,
+   also behind a launcher's label, or a faulthandler dump's crashing thread), against the
    frame hints of data/stages.yaml (`save_checkpoint` → checkpointing, `__next__` → data_loading;
    standard-library and launcher frames skipped); a `weak` hint (a trainer's `fit`, a code line
    naming the loss: frames that hold several stages) gives way to the rank's log (2.);
@@ -45,8 +46,15 @@ MESSAGE_LINES = 6  # lines an exception's message may take between its traceback
 PEER_EVENTS = 3  # the next events whose tracebacks are read when the first one's file shows no stage
 SIBLINGS = 2  # other files of the failing rank's folder read when its own shows no stage
 HEAD_CHARS = 60  # a stage hint this near the start of a line is what the line says it was doing
-_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)')
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
+# A frame line of a Python traceback (`File "…", line N, in f`) or of a faulthandler dump (`File "…", line N
+# in f`, no comma), also behind a launcher's label that the header parser leaves on an indented line (`srun
+# -l`'s "0:   File …", "[177/train/578 (pid 9)] [uuid]   File …"): `pre`, stripped from the code line too.
+_LABEL = r"(?:(?P<pre>\S.{0,120}?[\]:>)])\s+)?"
+_FRAME = re.compile(_LABEL + r'File "(?P<file>[^"]*)", line \d+(?P<comma>,)? in (?P<func>\S+)')
+_TRACEBACK = re.compile(_LABEL + r"Traceback \(most recent call last\):")
+_CALL_FIRST = re.compile(r"\(most recent call first\):?\s*$")  # a faulthandler dump's thread: innermost first
+_CURRENT_THREAD = re.compile(r"^Current thread 0x[0-9a-fA-F]+ \(most recent call first\)")
+FAULT_REACH = 60  # lines after the failure line searched for a faulthandler dump's crashing thread
 _CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _DIGITS = str.maketrans("0123456789", "0000000000")
@@ -139,6 +147,11 @@ def _rule_stage(parsed: ParsedJob, event_ids: list[int], trust_time: bool, faili
         local = progressed  # a bar whose words name a stage ("Running tokenizer on dataset: 9%") marks it
     position = local or progressed
     if died and position is not None:
+        own = _same_rank_stage(parsed, where[0]) if position in SETUP and where is not None else None
+        if own in RUNNING:
+            # the file stops at set-up (the rank's stderr: "loading weights file …") while the same rank's
+            # other file (its stdout) shows it running: the worker died in the run
+            return own, False
         return position, False
     stage = _stage_after_frames(parsed, event_ids, trust_time, where, framed, local)
     if progressed is not None and stage in ("init", UNKNOWN):
@@ -373,6 +386,34 @@ def _sibling_stage(parsed: ParsedJob, path: str) -> str | None:
     return None
 
 
+_RANK_NUMBER = re.compile(r"(\d+)\D*$")
+
+
+def _same_rank_stage(parsed: ParsedJob, path: str) -> str | None:
+    """What the failing rank's other files show by their end: the files beside `path` whose name ends in
+    the same number ("stdout-rank40.log" beside "stderr-rank40.log.gz"), the longest first; None when its
+    name has no number or no such file shows a stage."""
+    number = _name_number(path)
+    if number is None:
+        return None
+    folder = os.path.dirname(path)
+    mates = sorted((p for p in parsed.positions
+                    if p != path and os.path.dirname(p) == folder and _name_number(p) == number),
+                   key=lambda p: -parsed.file_lines.get(p, 0))
+    for p in mates[:SIBLINGS]:
+        window = read_window(p, parsed.file_lines.get(p, 0))
+        found = log_stage(window) if window is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+def _name_number(path: str) -> str | None:
+    """The last number in a file's name before its extensions ("stderr-rank40.log.gz" → "40")."""
+    m = _RANK_NUMBER.search(os.path.basename(path).split(".")[0])
+    return m.group(1) if m is not None else None
+
+
 def _failing_file(parsed: ParsedJob, eid: int) -> tuple[str, int] | None:
     """(rank file, line number) where event `eid` shows first: on the node that logged it first
     (by timestamps), at its first line there."""
@@ -427,6 +468,10 @@ def _frames(window: Window) -> list[Frame]:
                 return []  # another rank's traceback (a launcher's line is followed by its workers')
             end = next((j for j in range(i + 1, len(msgs)) if not _traceback_line(msgs, j)), len(msgs))
             return _frames_back(msgs, end)
+    for i in range(at + 1, min(len(msgs), at + 1 + FAULT_REACH)):  # "Fatal Python error: …": faulthandler
+        if _CURRENT_THREAD.match(msgs[i]) and i + 1 < len(msgs) and _FRAME.match(msgs[i + 1]):
+            end = next((j for j in range(i + 1, len(msgs)) if not _FRAME.match(msgs[j])), len(msgs))
+            return _frames_back(msgs, end)
     for i in range(at + 1, min(len(msgs), at + 1 + MESSAGE_LINES)):  # a pasted excerpt: frames, no head
         if _FRAME.match(msgs[i]):
             end = next((j for j in range(i + 1, len(msgs)) if not _traceback_line(msgs, j)), len(msgs))
@@ -442,7 +487,8 @@ def _traceback_line(msgs: list[str], i: int) -> bool:
 
 def _frames_back(msgs: list[str], end: int) -> list[Frame]:
     """The frames of the traceback block that ends just before line `end` (or before the exception
-    message lines that end there: "ncclInternalError: …", "Last error:", …), innermost first."""
+    message lines that end there: "ncclInternalError: …", "Last error:", …), innermost first (a
+    faulthandler dump lists them so already: its thread's line says "most recent call first")."""
     frames: list[Frame] = []
     i = end - 1
     lead = 0
@@ -453,9 +499,14 @@ def _frames_back(msgs: list[str], end: int) -> list[Frame]:
     while i >= 0 and i > end - TRACEBACK_REACH and _traceback_line(msgs, i):
         m = _FRAME.match(msgs[i])
         if m is not None:
-            code = msgs[i + 1] if i + 1 < end and not _FRAME.match(msgs[i + 1]) else ""
+            code = msgs[i + 1] if i + 1 < end and m.group("comma") and not _FRAME.match(msgs[i + 1]) else ""
+            pre = m.group("pre")
+            if pre and code.startswith(pre):
+                code = code[len(pre):].lstrip()
             frames.append((m.group("file"), m.group("func"), code))
         i -= 1
+    if i >= 0 and _CALL_FIRST.search(msgs[i]):
+        frames.reverse()
     return frames
 
 
@@ -475,16 +526,24 @@ def frames_evidence(window: Window) -> tuple[str, bool] | None:
 
 def frame_list_evidence(frames: list[Frame]) -> tuple[str, bool] | None:
     """`frames_evidence` of a traceback's frames (innermost first)."""
+    found = frame_rule_evidence(frames)
+    return found[:2] if found is not None else None
+
+
+def frame_rule_evidence(frames: list[Frame]) -> tuple[str, bool, bool] | None:
+    """(stage, weak, by code) of the innermost frame a frame hint knows, as `frame_list_evidence`; `by
+    code` when the hint that knows it reads its code line only (`trainer = Trainer(`), not its function's
+    name, its file or the words of its name."""
     for file, func, code in frames:
         if _foreign_frame(file):
             continue
         for stage, func_rx, file_rx, code_rx, weak in _frame_rules():
             if ((func_rx is None or func_rx.match(func)) and (file_rx is None or file_rx.search(file))
                     and (code_rx is None or code_rx.search(code))):
-                return stage, weak
+                return stage, weak, func_rx is None and file_rx is None
         worded = frame_words_stage(func, file)
         if worded is not None:
-            return worded, False
+            return worded, False, False
     return None
 
 

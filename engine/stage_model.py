@@ -12,7 +12,9 @@ product (no scikit-learn here).
 (the file's `combine`, `timeline` and `threshold`): where the job's own timeline shows a stage, the
 rules keep it; where only text exists, the model answers, `unknown` below the threshold. Where the
 model is unsure (below the file's `fallback_below`), its `fallback` answers instead: `frames`, the stage
-of the innermost strong frame rule of data/stages.yaml (`save_checkpoint`, `load_state_dict`, …).
+of the innermost strong frame rule of data/stages.yaml (`save_checkpoint`, `load_state_dict`, …). With the
+file's `overrule` `frames`, a strong frame rule that names the failing frame by its function (or its file)
+answers however sure the model is: the program's code says where it was, its error's words only what broke.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from engine.model import ParsedJob
 from engine.rules import load
 from engine.stage import (
     Failing,
+    _death_noticed,
     _foreign_frame,
     _frames,
     _job_stage,
@@ -37,6 +40,7 @@ from engine.stage import (
     failing_window,
     failure_hint,
     frame_list_evidence,
+    frame_rule_evidence,
     frame_words_stage,
     log_stage,
     progress_stage,
@@ -196,6 +200,7 @@ class StageModel:
     timeline: str = "progress"  # which timeline evidence lets the rules keep their answer (`timeline_stage`)
     fallback: str = "none"  # what answers where the model is unsure (`fallback_stage`)
     fallback_below: float = 0.0  # the model's probability below which it is unsure
+    overrule: str = "none"  # what answers however sure the model is (`overrule_stage`)
 
     def probabilities(self, feats: set[str]) -> dict[str, float]:
         """P(stage | features): softmax of the intercept plus the weights of the features present."""
@@ -219,7 +224,7 @@ class StageModel:
         return {"version": self.version, "classes": list(self.classes), "intercept": list(self.intercept),
                 "threshold": self.threshold, "combine": self.combine, "timeline": self.timeline,
                 "fallback": self.fallback, "fallback_below": self.fallback_below,
-                "weights": {f: list(w) for f, w in sorted(self.weights.items())}}
+                "overrule": self.overrule, "weights": {f: list(w) for f, w in sorted(self.weights.items())}}
 
 
 def model_from_dict(d: dict) -> StageModel:
@@ -231,7 +236,8 @@ def model_from_dict(d: dict) -> StageModel:
                       intercept=tuple(float(x) for x in d["intercept"]), weights=weights,
                       threshold=float(d.get("threshold", 0.0)), combine=str(d.get("combine", "rules")),
                       timeline=str(d.get("timeline", "progress")), fallback=str(d.get("fallback", "none")),
-                      fallback_below=float(d.get("fallback_below", 0.0)))
+                      fallback_below=float(d.get("fallback_below", 0.0)),
+                      overrule=str(d.get("overrule", "none")))
 
 
 @lru_cache(maxsize=1)
@@ -247,12 +253,16 @@ COMBINATIONS = ("rules", "model", "timeline")
 
 
 def combined(how: str, rule: str, timeline_stage: str | None, predicted: str, prob: float,
-             threshold: float, fallback: str | None = None, fallback_below: float = 0.0) -> str:
+             threshold: float, fallback: str | None = None, fallback_below: float = 0.0,
+             overruled: str | None = None) -> str:
     """The stage a combination gives: `rules` (the rule stage alone), `model` (the model alone,
     `unknown` below `threshold`), `timeline` (the rule stage where the job's own timeline shows a
     stage, `timeline_stage`, else the model as in `model`). Where the model answers with a probability
-    below `fallback_below`, the `fallback` stage (`fallback_stage`) answers instead, when there is one."""
-    if prob < fallback_below and fallback not in (None, UNKNOWN):
+    below `fallback_below`, the `fallback` stage (`fallback_stage`) answers instead, when there is one;
+    where the model answers, an `overruled` stage (`overrule_stage`) answers whatever its probability."""
+    if overruled not in (None, UNKNOWN):
+        learned = overruled
+    elif prob < fallback_below and fallback not in (None, UNKNOWN):
         learned = fallback
     else:
         learned = predicted if prob >= threshold else UNKNOWN
@@ -284,6 +294,27 @@ def fallback_stage(kind: str, rule: str, ev: Evidence | None) -> str | None:
             return framed[0]
         return failure_hint(ev.failure) if kind == "frames+hints" and ev is not None else None
     raise ValueError(f"unknown stage fallback {kind!r} (one of {', '.join(FALLBACKS)})")
+
+
+OVERRULES = ("none", "frames")
+
+
+def overrule_stage(kind: str, ev: Evidence | None) -> str | None:
+    """What answers however sure the model is: `none` (nothing), `frames` (the stage of the innermost
+    frame a frame rule of data/stages.yaml knows, when the rule is strong and names the frame by its
+    function, its file or the words of its name: `_configure_zero_optimizer`, `_ddp_init_helper`, `__del__`,
+    `save_sharded_optimizer`; not a rule that reads the code line only, `trainer = Trainer(`, and not where
+    the failure line reports a killed process, whose traceback is where a survivor noticed). The error's
+    words ("CUDA out of memory") say what broke, which happens at any stage; the failing function says
+    where the program was. None: no overruling answer."""
+    if kind == "none" or ev is None:
+        return None
+    if kind != "frames":
+        raise ValueError(f"unknown stage overrule {kind!r} (one of {', '.join(OVERRULES)})")
+    found = frame_rule_evidence(ev.frames[:MAX_FRAMES])
+    if found is None or found[1] or found[2] or _death_noticed(ev.failure):
+        return None
+    return found[0]
 
 
 TIMELINE_PARTS = ("progress", "log", "job", "init")
@@ -342,4 +373,5 @@ def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bo
         return rule
     predicted, prob = model.predict(features(ev))
     return combined(model.combine, rule, shown, predicted, prob, model.threshold,
-                    fallback_stage(model.fallback, rule, ev), model.fallback_below)
+                    fallback_stage(model.fallback, rule, ev), model.fallback_below,
+                    overrule_stage(model.overrule, ev))

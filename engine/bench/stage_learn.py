@@ -32,6 +32,7 @@ from engine.stage_model import (
     failure_evidence,
     fallback_stage,
     features,
+    overrule_stage,
     timeline_stage,
 )
 
@@ -159,7 +160,7 @@ def load_records(path: Path) -> list[Record]:
 
 def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0, combine: str = "model",
         timeline: str = "progress", class_weight: str | None = None, fallback: str = "none",
-        fallback_below: float = 0.0) -> StageModel:
+        fallback_below: float = 0.0, overrule: str = "none") -> StageModel:
     """A multinomial logistic regression over the binary features seen in at least `min_df` cases;
     `class_weight` "balanced": each stage weighs as much as every other in the fit, however few its cases
     (the commonest label, training, then no longer wins where the words are new)."""
@@ -178,7 +179,7 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
     classes = sorted(set(y))
     if len(classes) == 1:  # nothing to weigh: one stage, certain
         return StageModel(MODEL_VERSION, tuple(classes), (0.0,), {}, threshold, combine, timeline, fallback,
-                          fallback_below)
+                          fallback_below, overrule)
     lr = LogisticRegression(C=c, max_iter=5000, class_weight=class_weight)
     lr.fit(x, y)
     coef, icpt = lr.coef_, lr.intercept_
@@ -189,7 +190,7 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
                if np.abs(coef[:, j]).max() >= 1e-4}
     return StageModel(MODEL_VERSION, tuple(str(c) for c in lr.classes_),
                       tuple(round(float(b), 4) for b in icpt), weights, threshold, combine, timeline,
-                      fallback, fallback_below)
+                      fallback, fallback_below, overrule)
 
 
 @dataclass
@@ -272,13 +273,15 @@ def score(name: str, records: Sequence[Record], answers: list[str]) -> Scored:
 
 
 def answers_of(records: Sequence[Record], fold: Fold, combine: str, timeline: str,
-               threshold: float, fallback: str = "none", fallback_below: float = 0.0) -> list[str]:
+               threshold: float, fallback: str = "none", fallback_below: float = 0.0,
+               overrule: str = "none") -> list[str]:
     return [combined(combine, r.rule, timeline_stage(timeline, r.timeline), p, prob, threshold,
-                     fallback_stage(fallback, r.rule, r.evidence), fallback_below)
+                     fallback_stage(fallback, r.rule, r.evidence), fallback_below,
+                     overrule_stage(overrule, r.evidence))
             for r, (p, prob) in zip(records, fold.predictions, strict=True)]
 
 
-Setting = tuple[float, str, float, str, float]  # C, timeline kind, threshold, fallback, fallback_below
+Setting = tuple[float, str, float, str, float, str]  # C, timeline kind, threshold, fallback, below, overrule
 
 
 CANDIDATES = ("model", "timeline")  # the combinations cross-validation chooses from
@@ -303,8 +306,9 @@ def utility(s: Scored, wrong_cost: float) -> float:
 def cross_validate(all_records: Sequence[Record], conf: dict | None = None, group: str = "source"
                    ) -> CvResult:
     """Cross-validation by `group` (leave-one-source-out, or leave-one-public-wave-out): every C,
-    combination, timeline kind, threshold and fallback (what answers below which probability of the
-    model) of the settings; the best of each combination by `utility`.
+    combination, timeline kind, threshold, fallback (what answers below which probability of the
+    model) and overrule (what answers however sure the model is) of the settings; the best of each
+    combination by `utility`.
     The rules are scored beside them but are no candidate: they were written looking at these very
     cases, so their figure here is in-sample, not a transfer estimate."""
     from threadpoolctl import threadpool_limits
@@ -322,23 +326,27 @@ def cross_validate(all_records: Sequence[Record], conf: dict | None = None, grou
         kinds = conf["timeline_kinds"] if combine == "timeline" else ["progress"]
         backs = [(f, b) for f in conf.get("fallbacks", ["none"]) for b in conf.get("fallback_below", [0.0])
                  if (f == "none") == (b == 0.0)] or [("none", 0.0)]
+        overrules = list(conf.get("overrules", ["none"]))
         options = []
         for c, fold in by_c.items():
             for kind in kinds:
                 for t in conf["thresholds"]:
                     for fb, below in backs:
-                        s = score(combine, records, answers_of(records, fold, combine, kind, t, fb, below))
-                        # ties: the lower threshold (an abstention that does not pay is none), then no
-                        # fallback and the lower one, then the wider timeline (where the job's own
-                        # timeline shows a stage, evidence beats words)
-                        rank = (utility(s, cost), -t, -below, kinds.index(kind))
-                        options.append((rank, (c, kind, t, fb, below), s))
+                        for ov in overrules:
+                            s = score(combine, records,
+                                      answers_of(records, fold, combine, kind, t, fb, below, ov))
+                            # ties: the lower threshold (an abstention that does not pay is none), then no
+                            # overrule, then no fallback and the lower one, then the wider timeline (where
+                            # the job's own timeline shows a stage, evidence beats words)
+                            rank = (utility(s, cost), -t, -(ov != "none"), -below, kinds.index(kind))
+                            options.append((rank, (c, kind, t, fb, below, ov), s))
         _, chosen, s = max(options, key=lambda o: o[0])
         best[combine] = chosen
         scored[combine] = s
-        c0, kind0, _, fb0, below0 = chosen
+        c0, kind0, _, fb0, below0, ov0 = chosen
         name = f"{combine}, never unknown"
-        scored[name] = score(name, records, answers_of(records, by_c[c0], combine, kind0, 0.0, fb0, below0))
+        scored[name] = score(name, records,
+                             answers_of(records, by_c[c0], combine, kind0, 0.0, fb0, below0, ov0))
     return CvResult(folds=by_c, best=best, scored=scored, wrong_cost=cost, group=group, records=records)
 
 
@@ -384,10 +392,11 @@ def format_cv(res: CvResult) -> str:
     sources = len({r.source for r in records})
     n_folds = len({r.source for r in records}) if res.group == "source" else len(waves)
     out.append(f"{len(records)} cases scored, {sources} sources, {n_folds} folds.")
-    for name, (c, kind, t, fb, below) in res.best.items():
+    for name, (c, kind, t, fb, below, ov) in res.best.items():
         extra = f", timeline {kind}" if name == "timeline" else ""
         back = f", fallback {fb} below p {below}" if fb != "none" else ""
-        out.append(f"- {name}: C {c}{extra}, unknown below p {t}{back}")
+        over = f", overrule {ov}" if ov != "none" else ""
+        out.append(f"- {name}: C {c}{extra}, unknown below p {t}{back}{over}")
     chosen, _ = best_combination(res)
     out.append(f"- chosen: {chosen} (by right answers less {res.wrong_cost:g} per wrong one)")
     if "timeline" in res.best:
@@ -416,9 +425,9 @@ def train(records: Sequence[Record], out: Path, conf: dict | None = None) -> tup
     if group == "wave" and len(wave_folds(records)) < 2:  # a corpus of one wave: no wave to hold out
         group = "source"
     res = cross_validate(records, conf, group)
-    name, (c, kind, t, fb, below) = best_combination(res)
+    name, (c, kind, t, fb, below, ov) = best_combination(res)
     model = fit(records, c, conf["min_df"], threshold=t, combine=name, timeline=kind,
-                class_weight=conf.get("class_weight"), fallback=fb, fallback_below=below)
+                class_weight=conf.get("class_weight"), fallback=fb, fallback_below=below, overrule=ov)
     body = model.to_dict()
     doc = {"about": "engine/stage_model.py: stage = softmax(intercept + sum of the weights of the features "
                     "present); trained by `l4 bench stage-model train` (engine/bench/stage_learn.py)",

@@ -231,3 +231,41 @@ def test_one_traceback_walk_finds_where_the_failure_s_own_lines_start():
                "During handling of the above exception, another exception occurred:", "", *_TB[2:]]
     assert traceback_start(_at_end(chained)) == 1  # the first traceback of a chain
     assert traceback_start(_at_end(["a", "b", "RuntimeError: x"])) == 2  # no traceback: the failure line
+
+
+def test_frames_behind_a_launchers_label_on_indented_lines_are_read(tmp_path):
+    # othergen2 seed-1 dev og2-s1-039: `srun -l` labels every line; the header parser strips "0: " only
+    # before a non-blank, so the traceback's indented frame lines keep their label
+    failing = [f"0: iteration {i}/ 100 | loss: 2.{i}" for i in range(1, 6)] + [
+        "0: Traceback (most recent call last):",
+        '0:   File "/workspace/megatron/core/datasets/indexed_dataset.py", line 424, in __init__',
+        "0:     self.index = _IndexReader(idx_path, self.multimodal)",
+        "0: FileNotFoundError: [Errno 2] No such file or directory: '/data/pile_text_document.idx'",
+    ]
+    assert rules_stage(_job(tmp_path / "j", {0: failing})) == "data_loading"
+
+
+def test_a_faulthandler_dump_s_crashing_thread_names_the_stage(tmp_path):
+    # othergen seed-1 dev og1-007: "Fatal Python error" and faulthandler's frames (no comma before "in",
+    # innermost first), the crashing thread listed after the others
+    failing = ["setting up the model", "Fatal Python error: Segmentation fault", "",
+               "Thread 0x00007f0a416c0390 (most recent call first):", "<no Python frame>", "",
+               "Current thread 0x00007f3433 (most recent call first):",
+               '  File "/env/site-packages/flash_attn/flash_attn_interface.py", line 851 in __del__',
+               '  File "/w/train.py", line 40 in forward', "", "Extension modules: numpy.core"]
+    assert rules_stage(_job(tmp_path / "j", {0: failing})) == "teardown"
+
+
+def test_a_killed_worker_whose_stderr_stops_at_set_up_while_its_stdout_ran(tmp_path):
+    # othergen seed-1 dev og1-017: the rank's stderr shows only "loading weights file" before the death
+    # notice; its stdout, beside it, shows the run's steps
+    job = _files_job(tmp_path / "j", {
+        "node-0/stderr-rank40.log": [
+            "[INFO|modeling_utils.py:3373] 2025-06-16 16:13:11,628 >> loading weights file /m/w.bin",
+            "Traceback (most recent call last):",
+            '  File "/env/site-packages/torch/utils/data/dataloader.py", line 986, in _try_get_data',
+            "RuntimeError: DataLoader worker (pid 3992879) is killed by signal: Bus error."],
+        "node-0/stdout-rank40.log": [f"step {i} loss 2.{i}" for i in range(1, 9)],
+        "node-0/stdout-rank41.log": [f"step {i} loss 2.{i}" for i in range(1, 9)],
+    })
+    assert rules_stage(job) == "training"

@@ -30,6 +30,7 @@ from engine.stage_model import (
     hint_features,
     load_model,
     model_from_dict,
+    overrule_stage,
     stage_words,
     stem,
     stopword_set,
@@ -168,6 +169,39 @@ def test_where_the_model_is_unsure_the_fallback_answers():
     assert fallback_stage("none", "init", saving) is None
     with pytest.raises(ValueError):
         fallback_stage("oracle", "init", saving)
+
+
+def test_a_frame_named_by_its_function_overrules_a_sure_model():
+    # public dev zero-optimizer-init-oom-medicalgpt-318: "CUDA out of memory" (the model: training, p 0.94)
+    # raised in DeepSpeed's `_configure_zero_optimizer`, which sets the model up
+    zero = Evidence(failure="torch.cuda.OutOfMemoryError: CUDA out of memory.", after=[], before=[],
+                    n_before=1, timeline={},
+                    frames=[("/venv/site-packages/deepspeed/runtime/engine.py", "_configure_zero_optimizer",
+                             "")])
+    assert overrule_stage("frames", zero) == "model_loading"
+    assert combined("timeline", "model_loading", None, "training", 0.94, 0.0, None, 0.6,
+                    overrule_stage("frames", zero)) == "model_loading"
+    assert overrule_stage("none", zero) is None
+    # a code-line rule (`trainer = Trainer(`) does not overrule: the model's answer stands
+    built = Evidence(failure="ValueError: world size 3", after=[], before=[], n_before=0, timeline={},
+                     frames=[("train.py", "<module>", "trainer = Trainer()")])
+    assert fallback_stage("frames", "init", built) == "model_loading"
+    assert overrule_stage("frames", built) is None
+    assert combined("timeline", "init", None, "init", 0.9, 0.0, "model_loading", 0.6,
+                    overrule_stage("frames", built)) == "init"
+    # nor a weak frame, nor the frames under a killed-process notice (a survivor's traceback)
+    weak = Evidence(failure="OSError: x", after=[], before=[], n_before=0, timeline={},
+                    frames=[("/venv/site-packages/lightning/trainer.py", "fit", "")])
+    assert overrule_stage("frames", weak) is None
+    killed = Evidence(failure="RuntimeError: DataLoader worker (pid 7) is killed by signal: Killed.",
+                      after=[], before=[], n_before=0, timeline={},
+                      frames=[("/venv/site-packages/torch/utils/data/dataloader.py", "_try_get_data", "")])
+    assert overrule_stage("frames", killed) is None
+    # where a timeline shows, the rules still answer
+    assert combined("timeline", "training", "training", "training", 0.9, 0.0, None, 0.0, "model_loading") \
+        == "training"
+    with pytest.raises(ValueError):
+        overrule_stage("oracle", zero)
 
 
 def _record(case: str, source: str, stage_: str) -> Record:
