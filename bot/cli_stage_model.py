@@ -13,8 +13,14 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "engine" / "data" / "stag
 
 def _records(args: argparse.Namespace) -> list:
     from engine.bench.stage_learn import extract, load_records
+    from kb.known import library_signatures
 
-    return records_of(args, extract, load_records, "stage-model",
+    known = [] if getattr(args, "no_library", False) else library_signatures()  # as `l4 bench eval` reads it
+
+    def extract_with_library(sources: list[Path], on_case: Callable[[str], None]) -> list:
+        return extract(sources, on_case=on_case, known=known)
+
+    return records_of(args, extract_with_library, load_records, "stage-model",
                       "no usable labelled cases (truth.json with a stage and a source)")
 
 
@@ -98,6 +104,9 @@ def register(bsub: argparse._SubParsersAction) -> None:
                        help="case folders (tests/fixtures/public_logs tests/fixtures/realrun …; held-out "
                             "test halves are skipped) or one records file of `extract`")
         p.add_argument("-v", "--verbose", action="store_true", help="one line per extracted case on stderr")
+        p.add_argument("--no-library", action="store_true",
+                       help="extract without the knowledge base's fault library as ranking evidence "
+                            "(default: with it, as `l4 bench eval` and `l4 diagnose` rank)")
         if name == "extract":
             p.add_argument("-o", "--out", required=True, help="records file to write (JSON)")
         if name == "cv":

@@ -97,14 +97,16 @@ def each_case(roots: Iterable[Path]) -> Iterator[tuple[Path, dict]]:
                 yield case, json.loads((case / "truth.json").read_text())
 
 
-def extract_case(case: Path, truth: dict) -> Record:
-    """Run the engine on one case and keep what the model and the combinations read."""
+def extract_case(case: Path, truth: dict, known: Sequence = ()) -> Record:
+    """Run the engine on one case and keep what the model and the combinations read. `known`: the fault
+    library's signatures (`engine.known.KnownSignature`), read as ranking evidence as `l4 bench eval` and
+    `l4 diagnose` read them, so that a record holds the failing line the shipped engine finds."""
     from engine.diagnose import analyze
     from engine.parse import parse_jobs
     from engine.stage import rule_stage
 
     parsed = parse_jobs([case / "failed", *history_dirs(case)])
-    diagnosis = analyze(parsed[0], parsed[1:])
+    diagnosis = analyze(parsed[0], parsed[1:], known=known)
     ids, trusted = stage_inputs(parsed[0], diagnosis)
     rule = rule_stage(parsed[0], ids, trust_time=trusted)
     return Record(case=case.name, source=source_group(truth), stage=truth["stage"], rule=rule,
@@ -128,8 +130,10 @@ def event_ids(parsed, templates: Sequence[str]) -> list[int]:
     return [index[t].pop(0) for t in templates if index.get(t)]
 
 
-def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None) -> list[Record]:
-    return extract_each(usable_cases(roots, settings()["held_out"]), extract_case, on_case)
+def extract(roots: Iterable[Path], on_case: Callable[[str], None] | None = None,
+            known: Sequence = ()) -> list[Record]:
+    return extract_each(usable_cases(roots, settings()["held_out"]),
+                        lambda case, truth: extract_case(case, truth, known), on_case)
 
 
 def extract_each(cases: Iterable[tuple[Path, dict]], extract_one: Callable[[Path, dict], R],

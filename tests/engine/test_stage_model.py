@@ -295,3 +295,20 @@ def test_the_training_command_runs_on_a_tiny_corpus(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "stage-model", "cv",
                           str(tmp_path / "nope")], capture_output=True, text=True, cwd=REPO, timeout=WAIT)
     assert bad.returncode == 2 and "no such file or folder" in bad.stderr
+
+
+def test_extract_reads_the_fault_library_as_eval_does_unless_told_not_to(tmp_path):
+    """`extract` ranks with the knowledge base's fault library, as `l4 bench eval` and `l4 diagnose` do, so a
+    record holds the failing line the shipped engine finds; `--no-library` extracts without it."""
+    cases = tmp_path / "cases"
+    _case(cases, "save-0", "github/o/save0", "checkpointing",
+          ["Traceback (most recent call last):", '  File "train.py", line 9, in save_checkpoint',
+           "    torch.save(state, path)", "OSError: [Errno 28] No space left on device"])
+    written = {}
+    for flag in ([], ["--no-library"]):
+        out = tmp_path / f"records{len(flag)}.json"
+        run = subprocess.run([sys.executable, "-m", "bot.cli", "bench", "stage-model", "extract", str(cases),
+                              "-o", str(out), *flag], capture_output=True, text=True, cwd=REPO, timeout=WAIT)
+        assert run.returncode == 0, run.stderr
+        written[bool(flag)] = json.loads(out.read_text())["records"]
+    assert [r["case"] for r in written[False]] == [r["case"] for r in written[True]] == ["save-0"]
