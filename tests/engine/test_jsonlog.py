@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from engine.diagnose import diagnose
 from engine.jsonlog import read
 from engine.parse import parse_job
-from tests.helpers.jobs import journald_lines, make_job, training_lines, write_rank
+from tests.helpers.jobs import journald_lines, make_job, prose_lines, training_lines, write_rank
 
 FAULT = "CUDA error: uncorrectable ECC error encountered"  # no "Error:" word: the level is PRIORITY's
 
@@ -41,6 +41,18 @@ def test_journald_records_template_their_message_not_the_fields(tmp_path):
     assert not any("MESSAGE" in t or "__REALTIME" in t for t in templates)
     timer = parsed.templates[templates.index("[timers] forward-backward: <*>.<*> ms")]  # its header read too
     assert set(timer.nodes) == {"node-000", "node-001", "node-002", "node-003"}  # one event, text or JSON
+    assert all(parsed.iterations[str(f)].max_iteration() == 21 for f in parsed.iterations)  # markers read too
+    assert parsed.node_last_ts["node-002"] == "2026-05-01T10:30:05.000000Z"  # the node that stopped first
+
+
+def test_structured_free_text_keeps_the_words_its_messages_share(tmp_path):
+    lines = [json.dumps({"event": "Sample: " + p, "level": "info",
+                         "timestamp": f"2026-05-01T10:00:{i % 60:02d}Z"})
+             for i, p in enumerate(prose_lines(6000))]  # generated text: nothing repeats (engine/freetext.py)
+    write_rank(tmp_path / "j" / "node-000" / "rank-0.log", lines)
+    parsed = parse_job(tmp_path / "j")
+    assert parsed.stats.free_text_lines > 4000
+    assert max(parsed.templates, key=lambda t: t.count).template == "Sample: <*>"
 
 
 def test_read_leaves_text_and_objects_without_a_message_alone():
