@@ -7,7 +7,8 @@ sort in time order): an offset in the line is honoured; a naive stamp is read in
 `L4_LOG_TZ` (default UTC); a stamp without a year (glog, syslog) takes the `year` given (the job's
 year is settled afterwards from its other stamps, see `engine.clock`). A file's own line decoration
 (a paste's `> ` quote, a line-number gutter, a tag on every line: `engine.decoration`) is stripped
-first when it is given.
+first when it is given. A structured line (one JSON object, at the start or after the prefixes:
+`engine.jsonlog`) gives its record's message, stamp, level and rank.
 """
 from __future__ import annotations
 

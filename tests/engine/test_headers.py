@@ -263,6 +263,11 @@ STRUCTURED = [
     ('{"msg": "tick", "ts": "1795842821"}', "2026-11-28T05:13:41.000000Z", None, None, "tick"),
     ('2026-11-19T02:29:21.192687456Z stderr F {"levelname": "ERROR", "message": "x", "rank": "4", '
      '"asctime": "2026-11-19 02:29:20,000"}', "2026-11-19T02:29:21.192687Z", "ERROR", 4, "x"),
+    # behind a launcher's prefix: its rank stays the line's; the record's stamp is the only one
+    ('[default3]:{"event": "NCCL timeout", "level": "error", "timestamp": "2026-11-19T02:29:20Z", "rank": 9}',
+     "2026-11-19T02:29:20.000000Z", "ERROR", 3, "NCCL timeout"),
+    ('worker-1: {"msg": "ready", "level": 30, "time": 1795842821000}', "2026-11-28T05:13:41.000000Z", "INFO",
+     None, "ready"),
 ]
 
 
