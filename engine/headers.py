@@ -7,7 +7,8 @@ sort in time order): an offset in the line is honoured; a naive stamp is read in
 `L4_LOG_TZ` (default UTC); a stamp without a year (glog, syslog) takes the `year` given (the job's
 year is settled afterwards from its other stamps, see `engine.clock`). A file's own line decoration
 (a paste's `> ` quote, a line-number gutter, a tag on every line: `engine.decoration`) is stripped
-first when it is given.
+first when it is given. A structured line (one JSON object, at the start or after the prefixes:
+`engine.jsonlog`) gives its record's message, stamp, level and rank.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from engine import jsonlog
 from engine.decoration import Decoration, strip
 from engine.rules import load
 
@@ -154,10 +156,20 @@ def reads_prefix(line: str) -> bool:
 
 def parse_header(line: str, year: int = 1970, decoration: Decoration | None = None) -> Header:
     """Strip `decoration` (the line's file's, if any), then the known prefixes of `line`; `year`
-    completes timestamps that carry none (glog, syslog)."""
-    line = strip(line, decoration)
-    _, levels, msg_levels = _rules()
+    completes timestamps that carry none (glog, syslog). A structured line (a JSON object, at the
+    start or after the prefixes: `engine.jsonlog`) is read as its record's message, stamp, level and
+    rank, the message's own header read in turn."""
+    return _parse(strip(line, decoration), year)[0]
+
+
+def _parse(line: str, year: int, nested: bool = False) -> tuple[Header, bool | None]:
+    """The header of `line` (decoration stripped) and whether its stamp is naive (None: no stamp)."""
+    if not nested and jsonlog.may_be_record(line):
+        rec = jsonlog.read(line)
+        if rec is not None:
+            return _from_record(rec, None, None, None, None, year)
     ts: str | None = None
+    naive: bool | None = None
     level: str | None = None
     rank: int | None = None
     timed = False
@@ -167,17 +179,70 @@ def parse_header(line: str, year: int = 1970, decoration: Decoration | None = No
         if g.get("rank") is not None and rank is None:
             rank = int(g["rank"])
         if g.get("level") and level is None:
-            level = _norm_level(g["level"], levels)
+            level = _norm_level(g["level"], _rules()[1])
         if not timed and _has_ts_groups(g):  # the first timestamp is the line's (as in `_ts_layout`)
             ts, timed = _iso(g, year), True
+            naive = None if ts is None else not g.get("tz")
         end = base + m.end()
     message = line[end:].strip()
+    if not nested and end and jsonlog.may_be_record(message):  # a collector's prefix, then the record
+        rec = jsonlog.read(message)
+        if rec is not None:
+            return _from_record(rec, ts, naive, level, rank, year)
+    return Header(ts=ts, level=_message_level(level, message), rank=rank, message=message), naive
+
+
+def _message_level(level: str | None, message: str) -> str | None:
     if level is None or level == "INFO":
-        for lv, rx in msg_levels:
+        for lv, rx in _rules()[2]:
             if rx.search(message):
-                level = lv
-                break
-    return Header(ts=ts, level=level, rank=rank, message=message)
+                return lv
+    return level
+
+
+def _from_record(rec: jsonlog.Record, ts: str | None, naive: bool | None, level: str | None,
+                 rank: int | None, year: int) -> tuple[Header, bool | None]:
+    """The header of a structured line: what the prefixes before the record gave (`ts`, `level`,
+    `rank`; the line's first stamp stays its own), then the record's fields, then the header of its
+    message (a Docker `log` field holds the program's whole line). Of the levels, the first that says
+    more than INFO wins."""
+    inner, inner_naive = _parse(rec.message, year, nested=True)
+    if ts is None and rec.time is not None:
+        ts, naive = _record_stamp(rec.time)
+    if ts is None:
+        ts, naive = inner.ts, inner_naive
+    levels = [lv for lv in (level, rec.level, inner.level) if lv is not None]
+    level = next((lv for lv in levels if lv != "INFO"), levels[0] if levels else None)
+    rank = next((r for r in (rank, rec.rank, inner.rank) if r is not None), None)
+    return Header(ts=ts, level=level, rank=rank, message=inner.message), naive
+
+
+_ISO = re.compile(r"(?P<date>\d{4}-\d\d-\d\d)[ T](?P<time>\d\d:\d\d:\d\d(?:[.,]\d+)?)\s?"
+                  r"(?P<tz>Z|z|[+-]\d\d:?\d\d|UTC)?")
+
+
+def _record_stamp(time: jsonlog.Time) -> tuple[str | None, bool | None]:
+    """A record's time as the engine's UTC stamp, and whether it was naive (an ISO string without offset)."""
+    kind, value = time
+    if kind == "epoch":
+        try:
+            return utc_iso(datetime.fromtimestamp(float(value), UTC)), False
+        except (ValueError, OverflowError, OSError):
+            return None, None
+    m = _ISO.fullmatch(str(value).strip())
+    if m is None:
+        return None, None
+    ts = _iso(m.groupdict(), 1970)
+    return ts, (None if ts is None else not m.group("tz"))
+
+
+def may_hold_record(line: str) -> bool:
+    """Whether `line` may hold a structured record (a JSON object) anywhere: then its header is read
+    line by line, not by its shape (a record's fields are not where a prefix's are)."""
+    return "{" in line and _RECORDISH.search(line) is not None
+
+
+_RECORDISH = re.compile(r'\{\s*"')
 
 
 _ZERO_DIGITS = str.maketrans("0123456789", "0000000000")
@@ -206,16 +271,22 @@ def timestamp(line: str, year: int = 1970, key: str | None = None,
     of the undecorated line) was seen."""
     if decoration is not None:
         line, key = decoration.strip(line), None
+    if jsonlog.may_be_record(line):  # a structured line: read as `parse_header` does
+        return _parse(line, year)[0].ts
     layout = _ts_layout(key if key is not None else line.translate(_ZERO_DIGITS))
     if layout is None:
-        return None
+        return _parse(line, year)[0].ts if may_hold_record(line) else None
     g: dict[str, str | None] = {name: line[a:b] for name, a, b in layout}
     return _iso(g, year)
 
 
 def _stamp_fields(line: str) -> set[str] | None:
-    """The named fields of the timestamp of `line` (date, time, tz, year…); None: it has none."""
-    layout = _ts_layout(line.translate(_ZERO_DIGITS))
+    """The named fields of the timestamp of `line` (date, time, tz, year…); None: it has none. A
+    structured line's stamp has a date, and an offset unless it was a naive ISO string."""
+    layout = None if jsonlog.may_be_record(line) else _ts_layout(line.translate(_ZERO_DIGITS))
+    if layout is None and may_hold_record(line):
+        naive = _parse(line, 1970)[1]
+        return None if naive is None else {"date", "time"} | (set() if naive else {"tz"})
     return None if layout is None else {name for name, _, _ in layout}
 
 

@@ -22,7 +22,7 @@ from engine.decoration import Decoration, job_evidence
 from engine.executors import Executor, choose_executor
 from engine.fold import BINARY_KEY, fold_text
 from engine.freetext import FREE
-from engine.headers import naive_stamp, timestamp
+from engine.headers import may_hold_record, naive_stamp, timestamp
 from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
@@ -199,8 +199,16 @@ class TemplateTable:
 
 def _free_template(key: bytes, line: str, message: str) -> str:
     """The template of a free key (engine/freetext.py): the words its lines share at their start
-    (the key's literal words, less the header the message does not show), then "<*>"."""
+    (the key's literal words, less the header the message does not show), then "<*>". A structured
+    line's message sits inside it (`engine.jsonlog`): its header is what stands before the message's
+    first word (a word the field's opening quote is glued to counts as the message's)."""
     header_words = len(line.split()) - len(message.split())
+    if message and not line.rstrip().endswith(message) and may_hold_record(line):
+        start = line.find(message.split()[0])
+        if start < 0:
+            return MASK
+        before = line[:start]
+        header_words = len(before.split()) - (1 if before and not before[-1].isspace() else 0)
     keep = max(0, len(key[len(FREE):].split()) - header_words)
     shared = mask(fold_text(" ".join(message.split()[:keep]))) if keep else ""
     return f"{shared} {MASK}" if shared else MASK

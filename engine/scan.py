@@ -21,7 +21,7 @@ import numpy as np
 from engine.decoration import Decoration, JobEvidence, decide, learn, needs_head, sample_size
 from engine.fold import FreeText, fold_block, fold_block_values, key_ids, numbers, spans
 from engine.freetext import FREE
-from engine.headers import parse_header, timestamp
+from engine.headers import may_hold_record, parse_header, timestamp
 from engine.ingest import CHUNK, Chunk, RankFile, ReadReport, iter_chunks
 from engine.iterruns import Run, RunBuilder
 from engine.rules import load
@@ -71,10 +71,14 @@ def may_hold_number(line: bytes) -> bool:
 def message_level(text: str, decoration: Decoration | None = None) -> tuple[str, str | None]:
     """`parse_header(text, decoration=decoration)`'s message and level, the header parsed once per
     shape: the prefix and level rules treat every digit alike, so lines that differ only in digits
-    (`[rank9]:` and `[rank12]:`, other values) strip the same header. Per distinct pre-key, not per
-    line. `decoration`: the line's file's (`engine.decoration`), stripped first."""
+    (`[rank9]:` and `[rank12]:`, other values) strip the same header (not so a structured line's: it
+    is parsed itself). Per distinct pre-key, not per line. `decoration`: the line's file's
+    (`engine.decoration`), stripped first."""
     if decoration is not None:
         text = decoration.strip(text)
+    if may_hold_record(text):  # a structured line's message is no suffix of it (engine.jsonlog)
+        header = parse_header(text)
+        return header.message, header.level
     size, level = _header_shape(text.translate(_ZERO_DIGITS))
     end = len(text.rstrip())
     return text[end - size:end], level

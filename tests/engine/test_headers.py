@@ -220,3 +220,134 @@ def test_headers_of_hugging_face_examples_c10_and_nccl_source_lines():
     nccl = ph("gpu4:35902:35977 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12")
     assert nccl.level == "ERROR" and nccl.message.startswith("NCCL WARN NET/IB")  # NCCL warns of failures
     assert ph("gpu4:35902:35902 [0] NCCL INFO Destroyed comm 0x7f1d rank 0").level == "INFO"
+
+
+# Structured lines (engine/jsonlog.py): one JSON object per line, as collectors write them
+JOURNAL = ('{"MESSAGE": "Out of memory: Killed process 4242 (python3) total-vm:123kB", "PRIORITY": "3", '
+           '"SYSLOG_IDENTIFIER": "kernel", "_HOSTNAME": "gpu-7", "__REALTIME_TIMESTAMP": "1795842821250000"}')
+STRUCTURED = [
+    # journald -o json: __REALTIME_TIMESTAMP in microseconds, syslog PRIORITY
+    (JOURNAL, "2026-11-28T05:13:41.250000Z", "ERROR", None,
+     "Out of memory: Killed process 4242 (python3) total-vm:123kB"),
+    # Docker json-file: the program's whole line (its own header read in turn) with "\n"; RFC 3339 nanoseconds
+    ('{"log":"[rank3]: RuntimeError: CUDA error: an illegal memory access\\n","stream":"stderr",'
+     '"time":"2026-12-02T05:38:14.123456789Z"}',
+     "2026-12-02T05:38:14.123456Z", "ERROR", 3, "RuntimeError: CUDA error: an illegal memory access"),
+    ('{"log":"2026-12-02 05:38:10,500 - WARNING - slow step\\n","stream":"stdout",'
+     '"time":"2026-12-02T05:38:14Z"}',
+     "2026-12-02T05:38:14.000000Z", "WARN", None, "slow step"),  # the collector's stamp is the line's
+    # structlog (ISO with an offset, level names) / python-json-logger (levelname, asctime)
+    ('{"event": "loader stalled", "level": "warning", "timestamp": "2026-12-02T13:38:14.5+08:00", '
+     '"rank": 5}',
+     "2026-12-02T05:38:14.500000Z", "WARN", 5, "loader stalled"),
+    ('{"asctime": "2026-12-02 05:38:14,250", "levelname": "CRITICAL", "name": "train", '
+     '"message": "NaN loss"}',
+     "2026-12-02T05:38:14.250000Z", "FATAL", None, "NaN loss"),
+    # GCP / Stackdriver: severity names, a protobuf Timestamp or an ISO string
+    ('{"severity": "ERROR", "message": "preempted", "timestamp": {"seconds": 1795842821, "nanos": 5000000}}',
+     "2026-11-28T05:13:41.005000Z", "ERROR", None, "preempted"),
+    ('{"severity": "NOTICE", "textPayload": "job started", "timestamp": "2026-11-28T05:13:41Z"}',
+     "2026-11-28T05:13:41.000000Z", "INFO", None, "job started"),
+    # pino / bunyan: numeric levels, epoch milliseconds
+    ('{"level": 50, "time": 1795842821123, "pid": 7, "hostname": "h", "msg": "worker lost"}',
+     "2026-11-28T05:13:41.123000Z", "ERROR", None, "worker lost"),
+    ('{"level": 30, "time": 1795842821123, "msg": "RuntimeError: boom"}',  # INFO says less than the message
+     "2026-11-28T05:13:41.123000Z", "ERROR", None, "RuntimeError: boom"),
+    # loguru serialize=True: the record's message, not its formatted text
+    ('{"text": "2026-11-28 05:13:41.500 | ERROR    | train:step:12 - step failed\\n", "record": '
+     '{"level": {"icon": "x", "name": "ERROR", "no": 40}, "message": "step failed", '
+     '"time": {"repr": "2026-11-28 05:13:41.500000+00:00", "timestamp": 1795842821.5}, '
+     '"extra": {"rank": 2}}}',
+     "2026-11-28T05:13:41.500000Z", "ERROR", 2, "step failed"),
+    # epoch seconds as a digit string; a JSON record after a CRI prefix (whose stamp comes first)
+    ('{"msg": "tick", "ts": "1795842821"}', "2026-11-28T05:13:41.000000Z", None, None, "tick"),
+    ('2026-11-19T02:29:21.192687456Z stderr F {"levelname": "ERROR", "message": "x", "rank": "4", '
+     '"asctime": "2026-11-19 02:29:20,000"}', "2026-11-19T02:29:21.192687Z", "ERROR", 4, "x"),
+    # behind a launcher's prefix: its rank stays the line's; the record's stamp is the only one
+    ('[default3]:{"event": "NCCL timeout", "level": "error", "timestamp": "2026-11-19T02:29:20Z", "rank": 9}',
+     "2026-11-19T02:29:20.000000Z", "ERROR", 3, "NCCL timeout"),
+    ('worker-1: {"msg": "ready", "level": 30, "time": 1795842821000}', "2026-11-28T05:13:41.000000Z", "INFO",
+     None, "ready"),
+]
+
+
+@pytest.mark.parametrize("line,ts,level,rank,message", STRUCTURED)
+def test_structured_lines_give_their_records_message_stamp_level_and_rank(line, ts, level, rank, message):
+    h = parse_header(line, 2026)
+    assert (h.ts, h.level, h.rank, h.message) == (ts, level, rank, message)
+    assert timestamp(line, 2026) == ts
+    shifted = line.translate(str.maketrans("0123456789", "9876543210"))  # other digits, same pre-key
+    assert timestamp(shifted, 2026) == parse_header(shifted, 2026).ts
+
+
+@pytest.mark.parametrize("line,ts,level,rank,message", STRUCTURED)
+def test_structured_lines_give_the_same_message_and_level_by_pre_key(line, ts, level, rank, message):
+    from engine.scan import message_level
+    assert message_level(line) == (message, level)
+
+
+NOT_RECORDS = [
+    '{"a": 1, "b": [1, 2]}',  # JSON, no message field
+    '{"message": 3, "level": "error"}',  # a message that is no string
+    '[{"message": "x"}]',  # not an object
+    '"just a string"',
+    '{"message": "cut short by the reader',  # a line cut at MAX_LINE
+    "{'loss': 0.52, 'learning_rate': 1e-05, 'epoch': 0.1}",  # a Python dict's repr (Hugging Face)
+    "{",
+    '{"message": "x"} trailing',
+    "Job config: {\"job\": {\"name\": \"run\"}}",  # JSON inside a text line
+]
+
+
+@pytest.mark.parametrize("line", NOT_RECORDS)
+def test_lines_that_are_no_record_are_read_as_text(line):
+    from engine.scan import message_level
+    h = parse_header(line)
+    assert h.message == line.strip() and h.ts is None
+    assert timestamp(line) is None and message_level(line)[0] == line.strip()
+
+
+def test_record_values_of_odd_kinds():
+    deep = '{"message": "deep", "x": ' + "[" * 500 + "]" * 500 + "}"  # nested values are no matter
+    assert parse_header(deep).message == "deep"
+    too_deep = '{"message": "x", "y": ' + '{"a":' * 200_000 + "1" + "}" * 200_000 + "}"
+    assert parse_header(too_deep).message == too_deep  # Python's JSON reader gives up: read as text
+    huge = '{"message": "' + "w " * 200_000 + '", "time": 1795842821}'
+    h = parse_header(huge)
+    assert h.ts == "2026-11-28T05:13:41.000000Z" and len(h.message) == 399_999
+    # journald writes a message that is not UTF-8 as an array of its bytes
+    raw = ('{"MESSAGE": [78, 86, 82, 77, 58, 32, 88, 105, 100, 32, 255], '
+           '"__REALTIME_TIMESTAMP": "1795842821000000"}')
+    assert parse_header(raw).message == "NVRM: Xid \ufffd" and parse_header(raw).level == "ERROR"
+    # a line read with replacement characters stays a record; so do escapes
+    assert parse_header('{"msg": "caf\ufffd \\u00e9 \\"q\\"", "level": "info"}').message == 'caf\ufffd é "q"'
+    # a stamp outside the plausible years, a boolean, a bad ISO string, an unknown level: left out
+    odd = parse_header('{"msg": "m", "time": 12.5, "ts": true, "timestamp": "2026-13-45T10:00:00Z", '
+                       '"level": "verbose", "rank": -1}')
+    assert (odd.ts, odd.level, odd.rank) == (None, None, None)
+
+
+def test_records_of_several_lines_read_their_first_line_and_the_exception():
+    import json
+    tb = 'Traceback (most recent call last):\n  File "train.py", line 9, in step\nValueError: bad shape\n'
+    assert parse_header(json.dumps({"message": tb, "level": "error"})).message == "ValueError: bad shape"
+    assert parse_header(json.dumps({"message": "step failed\n" + tb})).message == \
+        "step failed: ValueError: bad shape"
+    with_field = json.dumps({"event": "step failed", "exception": tb, "level": "error"})  # structlog
+    assert parse_header(with_field).message == "step failed: ValueError: bad shape"
+    assert parse_header(json.dumps({"message": "two\nplain lines"})).message == "two"
+
+
+def test_structured_stamps_have_a_year_and_are_naive_only_without_an_offset():
+    from engine.headers import has_year
+    assert has_year(JOURNAL) is True and naive_stamp(JOURNAL) is False
+    naive = '{"message": "x", "asctime": "2026-11-19 02:29:20,000"}'
+    assert naive_stamp(naive) is True and has_year(naive) is True
+    assert naive_stamp('{"message": "no stamp"}') is None
+
+
+def test_naive_structured_stamps_are_read_in_the_configured_zone(monkeypatch):
+    monkeypatch.setenv("L4_LOG_TZ", "Asia/Shanghai")
+    naive = '{"message": "x", "asctime": "2026-11-19 10:29:20,000"}'
+    assert timestamp(naive) == "2026-11-19T02:29:20.000000Z"
+    assert timestamp(JOURNAL) == "2026-11-28T05:13:41.250000Z"  # epoch stamps are UTC

@@ -6,6 +6,7 @@ import gzip
 import json
 import random
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 
 NORMAL_ITER = (
@@ -130,3 +131,14 @@ def prose_lines(count: int, seed: int = 0, prefix: str = "") -> list[str]:
 def write_system_log(root: Path, node: int, lines: list[str], name: str = "dmesg.log") -> Path:
     """A node's system log (dmesg, journal, syslog) beside the rank files of a job built by `make_job`."""
     return write_rank(root / f"node-{node:03d}" / name, lines)
+
+
+def journald_lines(messages: Iterable[str], start: datetime, step: float = 1.0, priority: int = 6,
+                   host: str = "node") -> list[str]:
+    """`messages` as `journalctl -o json` writes them: one JSON object per line, the message in
+    MESSAGE, its syslog PRIORITY, the time in __REALTIME_TIMESTAMP (microseconds), `step` seconds apart."""
+    t0 = int(start.timestamp() * 1_000_000)
+    return [json.dumps({"MESSAGE": m, "PRIORITY": str(priority), "SYSLOG_IDENTIFIER": "python3",
+                        "_HOSTNAME": host, "_PID": "4242",
+                        "__REALTIME_TIMESTAMP": str(t0 + int(i * step * 1e6))})
+            for i, m in enumerate(messages)]
