@@ -251,7 +251,8 @@ def test_the_held_out_test_halves_are_never_read():
     assert not held_out({"source": "realrun/titan", "wave": 5, "split": "dev"}, rules)  # measured: trains
     assert held_out({"source": "realrun/fsdp2", "wave": 6, "split": "test"}, rules)
     assert not held_out({"source": "realrun/fsdp2", "wave": 6, "split": "dev"}, rules)  # measured: trains
-    assert held_out({"source": "realrun/tune", "wave": 7, "split": "test"}, rules)  # real-run wave 7 (session 9)
+    # real-run wave 7 (session 9): its test half held out, its measured dev half trains
+    assert held_out({"source": "realrun/tune", "wave": 7, "split": "test"}, rules)
     assert not held_out({"source": "realrun/tune", "wave": 7, "split": "dev"}, rules)  # measured: trains
     assert held_out({"source": "github/a/b#1", "wave": 5, "split": "test"}, rules)
     assert held_out({"source": "github/a/b#1", "wave": 4, "split": "test"}, rules)

@@ -40,7 +40,8 @@ def test_held_out_halves_are_the_stage_models_and_the_outsiders_test_half():
         assert held_out({"source": outsider, "split": "test"}, rules)
         assert not held_out({"source": outsider, "split": "dev"}, rules)
     assert held_out({"source": "realrun/ddp", "wave": 5, "split": "test"}, rules)
-    assert held_out({"source": "realrun/tp", "wave": 7, "split": "test"}, rules)  # real-run wave 7 (session 9)
+    # real-run wave 7 (session 9): its test half held out, its measured dev half trains
+    assert held_out({"source": "realrun/tp", "wave": 7, "split": "test"}, rules)
     assert not held_out({"source": "realrun/tp", "wave": 7, "split": "dev"}, rules)  # measured: trains
     assert held_out({"source": "github/a/b#1", "wave": 4, "split": "test"}, rules)
     assert not held_out({"source": "github/a/b#1", "split": "test"}, rules)  # public wave 1: development
