@@ -15,11 +15,8 @@ from engine.bench.evaluate import case_dirs, history_dirs
 from engine.bench.othergen2 import generate_corpus
 from engine.bench.othergen2.catalogue import KINDS, STAGES
 from engine.bench.othergen2.corpus import plan, split_of
+from tests.helpers.corpora import tree_bytes
 from tests.helpers.wait import WAIT
-
-
-def _tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _text(path: Path) -> str:
@@ -40,9 +37,9 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
     generate_corpus(tmp_path / "a", 2, seed=3)
     generate_corpus(tmp_path / "b", 2, seed=3)
     generate_corpus(tmp_path / "c", 2, seed=4)
-    a = _tree(tmp_path / "a")
-    assert a == _tree(tmp_path / "b")
-    assert a != _tree(tmp_path / "c")
+    a = tree_bytes(tmp_path / "a")
+    assert a == tree_bytes(tmp_path / "b")
+    assert a != tree_bytes(tmp_path / "c")
 
 
 def test_forty_cases_hold_every_kind_and_stage() -> None:

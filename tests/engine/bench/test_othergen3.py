@@ -4,10 +4,7 @@ occurs; the cases load the way `l4 bench eval` reads them."""
 
 from __future__ import annotations
 
-import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,19 +13,7 @@ from engine.bench.evaluate import case_dirs, history_dirs
 from engine.bench.othergen3 import generate_corpus
 from engine.bench.othergen3.catalogue import STAGES, kinds
 from engine.bench.othergen3.corpus import plan, split_of
-
-
-def _lines(path: Path) -> list[str]:
-    data = path.read_bytes()
-    if path.name.endswith(".gz"):
-        data = gzip.decompress(data)
-    return [
-        ln[:-1] if ln.endswith("\r") else ln for ln in data.decode("utf-8", "surrogateescape").split("\n")
-    ]
-
-
-def _job_lines(job: Path) -> set[str]:
-    return {ln for p in job.rglob("*") if p.is_file() and p.name != "job.json" for ln in _lines(p)}
+from tests.helpers.corpora import job_lines, l4, tree_bytes
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +24,17 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_same_seed_same_bytes(tmp_path: Path) -> None:
-    def tree(root: Path) -> dict[str, bytes]:
-        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
     generate_corpus(tmp_path / "a", 2, seed=3)
     generate_corpus(tmp_path / "b", 2, seed=3)
     generate_corpus(tmp_path / "c", 2, seed=4)
-    assert tree(tmp_path / "a") == tree(tmp_path / "b")
-    assert tree(tmp_path / "a") != tree(tmp_path / "c")
+    assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
+    assert tree_bytes(tmp_path / "a") != tree_bytes(tmp_path / "c")
 
 
 def test_labelled_lines_stand_verbatim_in_the_failed_job(corpus: Path) -> None:
     for case in case_dirs(corpus):
         truth = json.loads((case / "truth.json").read_text())
-        lines = _job_lines(case / "failed")
+        lines = job_lines(case / "failed")
         assert truth["root_lines"], case.name
         labelled = truth["root_lines"] + truth["context_lines"] + truth["cascade_lines"]
         labelled += [ln for g in truth["indicating"] for ln in g["lines"]]
@@ -65,9 +47,9 @@ def test_no_unfilled_placeholders_and_no_fault_in_history(corpus: Path) -> None:
     for case in case_dirs(corpus):
         truth = json.loads((case / "truth.json").read_text())
         for job in [case / "failed", *history_dirs(case)]:
-            assert not [ln for ln in _job_lines(job) if "${" in ln], job
+            assert not [ln for ln in job_lines(job) if "${" in ln], job
         for h in history_dirs(case):
-            assert not set(truth["root_lines"]) & _job_lines(h), h
+            assert not set(truth["root_lines"]) & job_lines(h), h
             assert (
                 json.loads((h / "job.json").read_text())["settings"]
                 == json.loads((case / "failed" / "job.json").read_text())["settings"]
@@ -107,16 +89,13 @@ def test_flat_layout_maps_every_file_to_a_node(corpus: Path) -> None:
         assert mapped == {p.name for p in job.iterdir() if p.name != "job.json"}
 
 
-def _l4(*args: str) -> subprocess.CompletedProcess:
-    code = "from bot.cli import run; run()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
 
 
 def test_cli_writes_a_corpus(tmp_path: Path) -> None:
     out = tmp_path / "c"
-    run = _l4("bench", "othergen3", str(out), "--cases", "1", "--seed", "2")
+    run = l4("bench", "othergen3", str(out), "--cases", "1", "--seed", "2")
     assert run.returncode == 0, run.stderr
     assert "generated 1 cases" in run.stdout
     assert len(case_dirs(out)) == 1
-    bad = _l4("bench", "othergen3", str(out), "--cases", "0")
+    bad = l4("bench", "othergen3", str(out), "--cases", "0")
     assert bad.returncode == 2 and "--cases" in bad.stderr

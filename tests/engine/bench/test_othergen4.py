@@ -5,11 +5,8 @@ reads them."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,18 +16,7 @@ from engine.bench.othergen4 import generate_corpus
 from engine.bench.othergen4.catalogue import STAGES, kinds
 from engine.bench.othergen4.corpus import plan, split_of
 from engine.bench.othergen4.shapes import SHAPES
-
-
-def _lines(path: Path) -> list[str]:
-    data = path.read_bytes()
-    if path.name.endswith(".gz"):
-        data = gzip.decompress(data)
-    text = data.decode("utf-8", "surrogateescape")
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
-
-
-def _job_lines(job: Path) -> set[str]:
-    return {ln for p in job.rglob("*") if p.is_file() and p.name != "job.json" for ln in _lines(p)}
+from tests.helpers.corpora import job_lines, l4, tree_bytes
 
 
 @pytest.fixture(scope="module")
@@ -41,20 +27,17 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_same_seed_same_bytes(tmp_path: Path) -> None:
-    def tree(root: Path) -> dict[str, bytes]:
-        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
     generate_corpus(tmp_path / "a", 2, seed=3)
     generate_corpus(tmp_path / "b", 2, seed=3)
     generate_corpus(tmp_path / "c", 2, seed=4)
-    assert tree(tmp_path / "a") == tree(tmp_path / "b")
-    assert tree(tmp_path / "a") != tree(tmp_path / "c")
+    assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
+    assert tree_bytes(tmp_path / "a") != tree_bytes(tmp_path / "c")
 
 
 def test_labelled_lines_stand_verbatim_in_the_failed_job(corpus: Path) -> None:
     for case in case_dirs(corpus):
         truth = json.loads((case / "truth.json").read_text())
-        lines = _job_lines(case / "failed")
+        lines = job_lines(case / "failed")
         assert truth["root_lines"], case.name
         assert truth["indicating"][0]["lines"], case.name
         labelled = truth["root_lines"] + truth["context_lines"] + truth["cascade_lines"]
@@ -71,7 +54,7 @@ def test_no_unfilled_placeholders_and_no_fault_in_history(corpus: Path) -> None:
     for case in case_dirs(corpus):
         truth = json.loads((case / "truth.json").read_text())
         for job in [case / "failed", *history_dirs(case)]:
-            for ln in _job_lines(job):
+            for ln in job_lines(job):
                 assert not slot.search(ln), (case.name, job.name, ln[:120])
         history = history_dirs(case)
         assert len(history) == 2
@@ -79,7 +62,7 @@ def test_no_unfilled_placeholders_and_no_fault_in_history(corpus: Path) -> None:
         for h in history:
             meta = json.loads((h / "job.json").read_text())
             assert meta["status"] == "succeeded" and meta["settings"] == settings
-            assert not set(truth["root_lines"]) & _job_lines(h), (case.name, h.name)
+            assert not set(truth["root_lines"]) & job_lines(h), (case.name, h.name)
 
 
 def test_every_kind_stage_and_shape_at_40_cases() -> None:
@@ -129,22 +112,19 @@ def test_hardware_faults_show_on_the_faulty_node_only(corpus: Path) -> None:
         if not truth["faulty_nodes"]:
             continue
         node = truth["faulty_nodes"][0]
-        own = _job_lines(case / "failed" / node)
+        own = job_lines(case / "failed" / node)
         assert set(truth["indicating"][0]["lines"]) <= own, case.name
 
 
-def _l4(*args: str) -> subprocess.CompletedProcess:
-    code = "from bot.cli import run; run()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
 
 
 def test_cli_writes_a_corpus(tmp_path: Path) -> None:
     out = tmp_path / "c"
-    run = _l4("bench", "othergen4", str(out), "--cases", "1", "--seed", "2")
+    run = l4("bench", "othergen4", str(out), "--cases", "1", "--seed", "2")
     assert run.returncode == 0, run.stderr
     assert "generated 1 cases" in run.stdout
     assert len(case_dirs(out)) == 1
-    bad = _l4("bench", "othergen4", str(out), "--cases", "0")
+    bad = l4("bench", "othergen4", str(out), "--cases", "0")
     assert bad.returncode == 2 and "--cases" in bad.stderr
 
 
@@ -161,7 +141,7 @@ def test_every_kind_in_every_shape_it_has_wording_for(tmp_path: Path) -> None:
             case = _write_case(tmp_path, CasePlan(f"{name}-{shape}-x", name, shape, 4, 1, 7919 * n))
             n += 1
             truth = json.loads((case / "truth.json").read_text())
-            lines = _job_lines(case / "failed")
+            lines = job_lines(case / "failed")
             assert truth["indicating"][0]["lines"], case.name
             labelled = truth["root_lines"] + truth["context_lines"] + truth["cascade_lines"]
             assert all(ln in lines for ln in labelled), case.name
