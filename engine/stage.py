@@ -376,9 +376,13 @@ def _sibling_stage(parsed: ParsedJob, path: str) -> str | None:
     """What the other files of the failing rank's folder (its stdout beside its stderr) show by
     their end, the one with the most lines first."""
     folder = os.path.dirname(path)
-    siblings = sorted((p for p in parsed.positions if p != path and os.path.dirname(p) == folder),
-                      key=lambda p: -parsed.file_lines.get(p, 0))
-    for p in siblings[:SIBLINGS]:
+    return _first_log_stage(parsed, [p for p in parsed.positions
+                                     if p != path and os.path.dirname(p) == folder])
+
+
+def _first_log_stage(parsed: ParsedJob, paths: list[str]) -> str | None:
+    """The stage the end of the first of `paths` (the longest first, at most SIBLINGS) shows."""
+    for p in sorted(paths, key=lambda p: -parsed.file_lines.get(p, 0))[:SIBLINGS]:
         window = read_window(p, parsed.file_lines.get(p, 0))
         found = log_stage(window) if window is not None else None
         if found is not None:
@@ -397,15 +401,8 @@ def _same_rank_stage(parsed: ParsedJob, path: str) -> str | None:
     if number is None:
         return None
     folder = os.path.dirname(path)
-    mates = sorted((p for p in parsed.positions
-                    if p != path and os.path.dirname(p) == folder and _name_number(p) == number),
-                   key=lambda p: -parsed.file_lines.get(p, 0))
-    for p in mates[:SIBLINGS]:
-        window = read_window(p, parsed.file_lines.get(p, 0))
-        found = log_stage(window) if window is not None else None
-        if found is not None:
-            return found
-    return None
+    return _first_log_stage(parsed, [p for p in parsed.positions if p != path
+                                     and os.path.dirname(p) == folder and _name_number(p) == number])
 
 
 def _name_number(path: str) -> str | None:
