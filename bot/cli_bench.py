@@ -317,12 +317,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     from bot.cli_othergen import register as register_othergen
 
     register_othergen(bsub)
-    from bot.cli_othergen2 import register as register_othergen2
-
-    register_othergen2(bsub)
-    from bot.cli_othergen3 import register as register_othergen3
-
-    register_othergen3(bsub)
-    from bot.cli_othergen4 import register as register_othergen4
-
-    register_othergen4(bsub)
