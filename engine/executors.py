@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from typing import Protocol, TypeVar
 
 T = TypeVar("T")
@@ -64,10 +65,32 @@ def _watch_parent(parent: int) -> None:
             os._exit(1)
 
 
+_HELD = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (blocked, kept pending) while a pool forks its workers. A handler
+    that raises (the CLI's Ctrl-C and SIGTERM do) would otherwise run inside one of the fork hooks Python
+    calls itself (logging's lock release), where its exception is printed as "Exception ignored" and
+    lost; held, the signal lands right after, in our own code. Only the main thread handles signals, so
+    elsewhere this does nothing; so it does where the platform cannot block them."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _worker_init(parent: int) -> None:
     """Runs first in every worker: ignore Ctrl-C, and die with the process that made the pool."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a handler inherited from the CLI would print a trace
+    if hasattr(signal, "pthread_sigmask"):  # forked while the parent held them (`interrupts_held`)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
     direct = os.getppid() == parent
     if not (direct and _die_with_parent()):  # a fork server's child, or not Linux
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="l4-parent-watch").start()
@@ -116,7 +139,9 @@ class PoolExecutor:
         with _live_lock:
             _live_pools.add(pool)
         try:
-            yield from pool.map(fn, items, chunksize=1)
+            with interrupts_held():  # ProcessPoolExecutor.map submits every item at once: the forks are here
+                results = pool.map(fn, items, chunksize=1)
+            yield from results
         except BaseException:  # KeyboardInterrupt, SystemExit, GeneratorExit, a worker's error
             _stop(pool)
             raise
