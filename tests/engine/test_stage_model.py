@@ -24,6 +24,7 @@ from engine.stage_model import (
     Evidence,
     _stopwords,
     combined,
+    error_class,
     evidence_from_dict,
     fallback_stage,
     features,
@@ -97,13 +98,21 @@ def test_features_are_words_of_each_place_and_the_timeline():
                   timeline={"progress": "training", "log": None})
     f = features(ev)
     assert {"e:spac", "b:loss", "fn:sav", "fn:checkpoint", "ff:checkpoint", "c:torch"} <= f
-    assert {"w:sav", "w:spac", "tl:progress=training", "tl:log=none", "pos:1-3"} <= f
+    assert {"w:sav", "w:spac", "tl:progress=training", "tl:log=none", "pos:1-3", "x:OSError"} <= f
     # the lines after the failure line are read by their stage hints only, and stop words not at all
     assert "a:sav" not in f and "ha:checkpointing" in f
     assert not {"e:no", "w:on", "a:sav"} & f and "e:left" in f
     assert evidence_from_dict(json.loads(json.dumps(ev.to_dict()))) == ev
     assert words("loadStateDict saving") == ["load", "stat", "dict", "sav"]
     assert [stem(w) for w in ("saves", "save", "saved", "is", "loss")] == ["sav", "sav", "sav", "is", "loss"]
+
+
+def test_the_error_class_is_one_feature_whole():
+    assert error_class("torch.cuda.OutOfMemoryError: CUDA out of memory") == "OutOfMemoryError"
+    assert error_class("… with error <class 'ValueError'>: Couldn't cast") == "ValueError"
+    assert error_class("NCCL WARN socketStartConnect: Connect to 10.0.0.2 failed") is None
+    ev = Evidence(failure="Killed", after=[], before=[], n_before=0, frames=[], timeline={})
+    assert "x:none" in features(ev)
 
 
 def test_stop_words_are_left_out_and_must_be_strings():
