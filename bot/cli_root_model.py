@@ -76,6 +76,27 @@ def cmd_severity_cv(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ablate(args: argparse.Namespace) -> int:
+    import sys
+
+    from engine.bench import lexicon_ablation
+    from kb.known import library_signatures
+
+    def tell(moved: lexicon_ablation.Moved) -> None:
+        print(f"{moved.name}: {len(moved.cases)} moved", file=sys.stderr)
+
+    known = [] if args.no_library else library_signatures()
+    only = [n for n in (args.only or "").split(",") if n]
+    moved = lexicon_ablation.ablate([Path(c) for c in args.cases], known, only,
+                                    tell if args.verbose else None)
+    if args.json:
+        import json
+
+        Path(args.json).write_text(json.dumps({m.name: m.cases for m in moved}, indent=1))
+    print(lexicon_ablation.format_ablation(moved))
+    return 0
+
+
 def register(bsub: argparse._SubParsersAction) -> None:
     rm = bsub.add_parser("root-model", help="learn the order of the root cause from labelled cases")
     rsub = rm.add_subparsers(dest="root_model_command", required=True)
@@ -85,6 +106,8 @@ def register(bsub: argparse._SubParsersAction) -> None:
         "census": ("why the root is not first: each miss's reason, counts per corpus", cmd_census),
         "severity-cv": ("leave-one-group-out check of the learned root severity against the lexicon",
                         cmd_severity_cv),
+        "ablate": ("switch each severity-lexicon entry off in turn: root ranks moved per wave (minutes)",
+                   cmd_ablate),
     }
     for name, (text, func) in helps.items():
         p = rsub.add_parser(name, help=text)
@@ -100,6 +123,10 @@ def register(bsub: argparse._SubParsersAction) -> None:
         if name == "severity-cv":
             p.add_argument("--group", choices=("wave", "corpus", "source"), default="wave",
                            help="hold out one wave (public, real-run; each generator), corpus or source")
+        if name == "ablate":
+            p.add_argument("--only", help="comma-separated entries (terms[3],roles.report[0],...)")
+            p.add_argument("--no-library", action="store_true", help="rank without the fault library")
+            p.add_argument("--json", help="also write each entry's moved cases here")
         if name == "cv":
             p.add_argument("--group", choices=("wave", "source"), default="wave",
                            help="hold out one wave (public, real-run; othergen; synthetic) or one source")
