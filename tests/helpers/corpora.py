@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.helpers.wait import WAIT
@@ -34,3 +35,20 @@ def l4(*args: str) -> subprocess.CompletedProcess:
     """`l4 ARGS…` in a subprocess of this interpreter, its output captured."""
     code = "from bot.cli import run; run()"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=WAIT)
+
+
+def missing_labelled_lines(case: Path, truth: dict) -> list[str]:
+    """The lines a case's truth labels (root, context, cascade, indicating) that its failed job lacks."""
+    lines = job_lines(case / "failed")
+    labelled = truth["root_lines"] + truth["context_lines"] + truth["cascade_lines"]
+    labelled += [ln for g in truth["indicating"] for ln in g["lines"]]
+    return [ln for ln in labelled if ln not in lines]
+
+
+def assert_same_seed_same_bytes(generate: Callable[[Path, int, int], object], tmp_path: Path) -> None:
+    """A generator writes the same bytes for the same seed and other bytes for another."""
+    generate(tmp_path / "a", 2, 3)
+    generate(tmp_path / "b", 2, 3)
+    generate(tmp_path / "c", 2, 4)
+    assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
+    assert tree_bytes(tmp_path / "a") != tree_bytes(tmp_path / "c")

@@ -13,7 +13,7 @@ from engine.bench.evaluate import case_dirs, history_dirs
 from engine.bench.othergen3 import generate_corpus
 from engine.bench.othergen3.catalogue import STAGES, kinds
 from engine.bench.othergen3.corpus import plan, split_of
-from tests.helpers.corpora import job_lines, l4, tree_bytes
+from tests.helpers.corpora import assert_same_seed_same_bytes, job_lines, l4, missing_labelled_lines
 
 
 @pytest.fixture(scope="module")
@@ -24,21 +24,14 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_same_seed_same_bytes(tmp_path: Path) -> None:
-    generate_corpus(tmp_path / "a", 2, seed=3)
-    generate_corpus(tmp_path / "b", 2, seed=3)
-    generate_corpus(tmp_path / "c", 2, seed=4)
-    assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
-    assert tree_bytes(tmp_path / "a") != tree_bytes(tmp_path / "c")
+    assert_same_seed_same_bytes(generate_corpus, tmp_path)
 
 
 def test_labelled_lines_stand_verbatim_in_the_failed_job(corpus: Path) -> None:
     for case in case_dirs(corpus):
         truth = json.loads((case / "truth.json").read_text())
-        lines = job_lines(case / "failed")
         assert truth["root_lines"], case.name
-        labelled = truth["root_lines"] + truth["context_lines"] + truth["cascade_lines"]
-        labelled += [ln for g in truth["indicating"] for ln in g["lines"]]
-        missing = [ln for ln in labelled if ln not in lines]
+        missing = missing_labelled_lines(case, truth)
         assert not missing, (case.name, missing[:2])
         assert set(truth["root_lines"]) <= {ln for g in truth["indicating"] for ln in g["lines"]}
 

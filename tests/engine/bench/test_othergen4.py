@@ -16,7 +16,7 @@ from engine.bench.othergen4 import generate_corpus
 from engine.bench.othergen4.catalogue import STAGES, kinds
 from engine.bench.othergen4.corpus import plan, split_of
 from engine.bench.othergen4.shapes import SHAPES
-from tests.helpers.corpora import job_lines, l4, tree_bytes
+from tests.helpers.corpora import assert_same_seed_same_bytes, job_lines, l4, missing_labelled_lines
 
 
 @pytest.fixture(scope="module")
@@ -27,22 +27,15 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_same_seed_same_bytes(tmp_path: Path) -> None:
-    generate_corpus(tmp_path / "a", 2, seed=3)
-    generate_corpus(tmp_path / "b", 2, seed=3)
-    generate_corpus(tmp_path / "c", 2, seed=4)
-    assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
-    assert tree_bytes(tmp_path / "a") != tree_bytes(tmp_path / "c")
+    assert_same_seed_same_bytes(generate_corpus, tmp_path)
 
 
 def test_labelled_lines_stand_verbatim_in_the_failed_job(corpus: Path) -> None:
     for case in case_dirs(corpus):
         truth = json.loads((case / "truth.json").read_text())
-        lines = job_lines(case / "failed")
         assert truth["root_lines"], case.name
         assert truth["indicating"][0]["lines"], case.name
-        labelled = truth["root_lines"] + truth["context_lines"] + truth["cascade_lines"]
-        labelled += [ln for g in truth["indicating"] for ln in g["lines"]]
-        missing = [ln for ln in labelled if ln not in lines]
+        missing = missing_labelled_lines(case, truth)
         assert not missing, (case.name, missing[:2])
         # the root's failure-indicating lines are root lines, never noise-like separators
         assert set(truth["indicating"][0]["lines"]) <= set(truth["root_lines"])
