@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bot.config import ConfigError, load_dotenv
+from engine.executors import hold_interrupt
 from engine.ingest import JobError
 from kb import KbError
 
@@ -187,12 +188,16 @@ _RECEIVED: list[int] = []
 def _on_sigterm(signum: int, frame: object) -> None:
     if os.getpid() != _MAIN_PID:  # a forked pool worker terminated before its initializer ran
         os._exit(128 + signal.SIGTERM)
+    if hold_interrupt(signum):  # a pool is forking: raised again right after (engine.executors)
+        return
     _RECEIVED.append(signal.SIGTERM)
     raise Terminated()
 
 
 def _on_sigint(signum: int, frame: object) -> None:
     if os.getpid() == _MAIN_PID:
+        if hold_interrupt(signum):  # a pool is forking: raised again right after (engine.executors)
+            return
         _RECEIVED.append(signal.SIGINT)
     signal.default_int_handler(signum, frame)
 
