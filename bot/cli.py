@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bot.config import ConfigError, load_dotenv
-from engine.executors import hold_interrupt
 from engine.ingest import JobError
+from engine.interrupts import hold_interrupt
 from kb import KbError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -188,7 +188,7 @@ _RECEIVED: list[int] = []
 def _on_sigterm(signum: int, frame: object) -> None:
     if os.getpid() != _MAIN_PID:  # a forked pool worker terminated before its initializer ran
         os._exit(128 + signal.SIGTERM)
-    if hold_interrupt(signum):  # a pool is forking: raised again right after (engine.executors)
+    if hold_interrupt(signum):  # a pool is forking: raised again right after (engine.interrupts)
         return
     _RECEIVED.append(signal.SIGTERM)
     raise Terminated()
@@ -196,7 +196,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _on_sigint(signum: int, frame: object) -> None:
     if os.getpid() == _MAIN_PID:
-        if hold_interrupt(signum):  # a pool is forking: raised again right after (engine.executors)
+        if hold_interrupt(signum):  # a pool is forking: raised again right after (engine.interrupts)
             return
         _RECEIVED.append(signal.SIGINT)
     signal.default_int_handler(signum, frame)

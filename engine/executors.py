@@ -18,8 +18,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from typing import Protocol, TypeVar
+
+from engine.interrupts import interrupts_held, release_in_child
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -65,43 +66,11 @@ def _watch_parent(parent: int) -> None:
             os._exit(1)
 
 
-_holding = False  # a pool is forking its workers (`interrupts_held`)
-_pending: list[int] = []  # the interrupts that came meanwhile
-
-
-@contextmanager
-def interrupts_held() -> Iterator[None]:
-    """While a pool forks its workers, an interrupt is kept and raised again right after. A handler that
-    raises (the CLI's Ctrl-C and SIGTERM do) would otherwise run inside one of the fork hooks Python calls
-    itself (logging's lock release), where its exception is printed as "Exception ignored" and lost. A
-    handler asks `hold_interrupt` first (blocking the signals would not do: a process-directed signal goes
-    to another thread that has them unblocked, and its Python handler still runs in the main thread)."""
-    global _holding
-    _holding = True
-    try:
-        yield
-    finally:
-        _holding = False
-        if _pending:
-            signum = _pending[-1]
-            _pending.clear()
-            signal.raise_signal(signum)  # its handler runs now, in our own code
-
-
-def hold_interrupt(signum: int) -> bool:
-    """True when a pool is forking: the signal is kept and raised again once it has forked."""
-    if _holding:
-        _pending.append(signum)
-    return _holding
-
-
 def _worker_init(parent: int) -> None:
     """Runs first in every worker: ignore Ctrl-C, and die with the process that made the pool."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a handler inherited from the CLI would print a trace
-    global _holding
-    _holding = False  # forked inside the parent's `interrupts_held`
-    _pending.clear()
+    release_in_child()  # forked inside the parent's `interrupts_held`
     direct = os.getppid() == parent
     if not (direct and _die_with_parent()):  # a fork server's child, or not Linux
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="l4-parent-watch").start()
