@@ -172,21 +172,12 @@ def test_the_test_halves_of_waves_2_to_6_are_held_out_from_stage_and_root_learni
             assert all(held_out(t, rules) == (t["split"] == "test") for t in truths), n
 
 
-def test_wave_7_test_half_is_held_out_and_its_dev_half_trains():
-    """Wave 7 (session 9) was measured first on the session's starting engine; since then its dev half
-    trains the stage model and the root model, its test half never does."""
+@pytest.mark.parametrize("n", [7, 8])
+def test_a_measured_wave_test_half_is_held_out_and_its_dev_half_trains(n: int):
+    """Waves 7 (session 9) and 8 (session 10) were measured first on their session's starting engine; since
+    then their dev half trains the stage model and the root model, their test half never does."""
     from engine.bench import root_learn
-    truths = [_truth(CORPUS / c) for c in _wave(7)]
-    assert {t["split"] for t in truths} == {"dev", "test"}
-    for rules in (settings()["held_out"], root_learn.settings()["held_out"]):
-        assert all(held_out(t, rules) == (t["split"] == "test") for t in truths)
-
-
-def test_wave_8_test_half_is_held_out_and_its_dev_half_trains():
-    """Wave 8 (session 10) was measured first on the session's starting engine; since then its dev half
-    trains the stage model and the root model, its test half never does."""
-    from engine.bench import root_learn
-    truths = [_truth(CORPUS / c) for c in _wave(8)]
+    truths = [_truth(CORPUS / c) for c in _wave(n)]
     assert {t["split"] for t in truths} == {"dev", "test"}
     for rules in (settings()["held_out"], root_learn.settings()["held_out"]):
         assert all(held_out(t, rules) == (t["split"] == "test") for t in truths)
