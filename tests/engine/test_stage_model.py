@@ -255,7 +255,11 @@ def test_the_held_out_test_halves_are_never_read():
     assert held_out({"source": "github/a/b#1", "wave": 2, "split": "test"}, rules)
     assert held_out({"source": "realrun/ddp", "wave": 3, "split": "test"}, rules)
     assert not held_out({"source": "github/a/b#1", "wave": 2, "split": "dev"}, rules)
-    assert not held_out({"source": "realrun/ddp", "wave": 2, "split": "test"}, rules)  # real-run wave 2: all
+    # the first test halves (public wave 1, real-run waves 1-2) are held out too (session 11)
+    assert held_out({"source": "realrun/ddp", "wave": 2, "split": "test"}, rules)
+    assert not held_out({"source": "realrun/ddp", "wave": 2, "split": "dev"}, rules)
+    assert held_out({"source": "realrun/ddp", "split": "test"}, rules)
+    assert not held_out({"source": "realrun/ddp", "split": "dev"}, rules)
     assert held_out({"source": "realrun/titan", "wave": 5, "split": "test"}, rules)
     assert not held_out({"source": "realrun/titan", "wave": 5, "split": "dev"}, rules)  # measured: trains
     assert held_out({"source": "realrun/fsdp2", "wave": 6, "split": "test"}, rules)
@@ -265,7 +269,8 @@ def test_the_held_out_test_halves_are_never_read():
     assert not held_out({"source": "realrun/tune", "wave": 7, "split": "dev"}, rules)  # measured: trains
     assert held_out({"source": "github/a/b#1", "wave": 5, "split": "test"}, rules)
     assert held_out({"source": "github/a/b#1", "wave": 4, "split": "test"}, rules)
-    assert not held_out({"source": "github/a/b#1", "split": "test"}, rules)  # the old public cases: both
+    assert held_out({"source": "github/a/b#1", "split": "test"}, rules)  # public wave 1: its test half too
+    assert not held_out({"source": "github/a/b#1", "split": "dev"}, rules)
     assert held_out({"source": "github/a/b#1", "wave": 3, "split": "test"}, rules)
     # public wave 6 (session 8): measured on the session's starting engine, so its dev half trains
     assert not held_out({"source": "github/a/b#1", "wave": 6, "split": "dev"}, rules)
