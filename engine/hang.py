@@ -17,19 +17,15 @@ The weights are data (`engine/data/hang.yaml`, `fusion`).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 from engine.collectives import Verdict, analyze_dumps
 from engine.flightrec import read_dumps
 from engine.hangfiles import UnreadableDump, find_hang_files, read_capped
-from engine.ingest import open_binary
 from engine.model import HangFinding, NodeFinding, ParsedJob, StackGroup
 from engine.peers import rank_nodes_map, rank_of_file
 from engine.rules import compiled, load
-from engine.stacks import FAULTHANDLER_MARK, Stack, group_stacks, parse_faulthandler, parse_pyspy
-
-_READ = 1 << 20
+from engine.stacks import Stack, group_stacks, parse_faulthandler, parse_pyspy
 
 
 def _rank_of(path: Path) -> int | None:
@@ -60,44 +56,15 @@ def _file_stacks(paths: list[Path], unreadable: list[str]) -> list[Stack]:
     return out
 
 
-def _lines_near(path: str) -> Iterator[str]:
-    """The text of a rank log around its faulthandler blocks (whole blocks, cheap byte search). A
-    damaged file is read up to the damage, which the log reader has already reported."""
-    tail = b""
-    with open_binary(path) as fh:
-        while True:
-            try:
-                block = fh.read(_READ)
-            except (OSError, EOFError, ValueError):
-                break
-            if not block:
-                break
-            data = tail + block
-            at = data.find(FAULTHANDLER_MARK)
-            if at >= 0:
-                start = data.rfind(b"\n", 0, at) + 1
-                try:
-                    rest = data[start:] + fh.read(4 * _READ)
-                except (OSError, EOFError, ValueError):
-                    rest = data[start:]
-                yield from rest.decode("utf-8", "replace").splitlines()
-                tail = b""
-                continue
-            tail = data[-256:]
-
-
 def _log_stacks(parsed: ParsedJob, have: set[int]) -> list[Stack]:
-    where = {f: _rank_of(Path(f)) for f in parsed.file_nodes}
+    """The faulthandler dumps of the rank logs (read in the scan pass, `engine.logstacks`), one per rank
+    that no stack-dump file already covers."""
     out = []
-    for path, rank in sorted(where.items()):
-        if rank is None or rank in have:
+    for path, frames in sorted(parsed.fault_frames.items()):
+        rank = _rank_of(Path(path))
+        if rank is None or rank in have or not frames:
             continue
-        try:
-            frames = parse_faulthandler(_lines_near(path))
-        except (OSError, EOFError, ValueError):
-            continue  # the log reader lists the file as damaged; one line per file is enough
-        if frames:
-            out.append(Stack(rank=rank, frames=frames, source=path))
+        out.append(Stack(rank=rank, frames=list(frames), source=path))
     return out
 
 

@@ -228,6 +228,9 @@ class ParsedJob:
     root: str = ""  # the job folder, for evidence beside the logs (flight-recorder and stack dumps)
     # rank file -> what every line of it carries that is no part of the message (engine.decoration)
     file_decorations: dict[str, Decoration] = field(default_factory=dict)
+    # rank file -> the main thread's frames of its last faulthandler dump, innermost first (engine.logstacks:
+    # read in the scan pass, so that hang evidence needs no second read of the logs)
+    fault_frames: dict[str, list[str]] = field(default_factory=dict)
 
     def decoration_of(self, path: str) -> Decoration | None:
         """The decoration the lines of rank file `path` carry (engine.decoration), if any."""

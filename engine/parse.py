@@ -272,6 +272,7 @@ class _JobBuilder:
         self.node_naive: dict[str, dict[int, bool]] = {}
         self.truncated_tails: dict[int, int] = {}
         self.decorations: dict[str, Decoration] = {}
+        self.fault_frames: dict[str, list[str]] = {}
 
     def add(self, scan: FileScan, table: TemplateTable) -> None:
         st = self.stats
@@ -290,6 +291,8 @@ class _JobBuilder:
         if scan.decoration is not None:
             self.decorations[scan.path] = scan.decoration
         self.file_lines[scan.path] = scan.lines
+        if scan.fault_frames:
+            self.fault_frames[scan.path] = scan.fault_frames
         ncounts = self.node_counts.setdefault(scan.node, {})
         local_to_cluster: list[int | None] = []
         pos = self.positions.setdefault(scan.path, {})
@@ -387,5 +390,6 @@ class _JobBuilder:
             stats=self.stats,
             root=str(self.spec.root),
             file_decorations=self.decorations,
+            fault_frames=self.fault_frames,
         )
         return parsed

@@ -24,6 +24,7 @@ from engine.freetext import FREE
 from engine.headers import may_hold_record, parse_header, timestamp
 from engine.ingest import CHUNK, Chunk, RankFile, ReadReport, iter_chunks
 from engine.iterruns import Run, RunBuilder
+from engine.logstacks import FaulthandlerReader
 from engine.rules import load
 
 SEQ_CAP = 256  # events kept per iteration (consecutive repeats collapse first)
@@ -106,6 +107,7 @@ class FileScan:
     truncated_tail: int | None = None  # local id of a last line cut off without a line end
     year: int = 1970
     decoration: Decoration | None = None  # what every line of the file carries (engine.decoration)
+    fault_frames: list[str] = field(default_factory=list)  # its last faulthandler dump's main thread
 
 
 BY_REGEX = -2  # a marker whose number sits inside a kept word or a folded path ("global_step13")
@@ -455,7 +457,9 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK, *, decoration: Decoration
     seg = _Segmenter()
     tail: list[bytes] = []
     pos = 0
+    dumps = FaulthandlerReader()
     for block in iter_chunks(rank_file.path, report, chunk):
+        dumps.feed(block.data)
         if pos == 0 and not decided:
             scan.decoration = _learn_decoration(block)
         folded, values = fold_block_values(block.data, VALUE_WIDTH)
@@ -480,6 +484,7 @@ def scan_file(rank_file: RankFile, chunk: int = CHUNK, *, decoration: Decoration
     scan.seqs = seg.seqs
     scan.runs = seg.runs.runs
     scan.lines = pos
+    scan.fault_frames = dumps.frames()
     scan.bytes = report.bytes
     scan.long_lines_cut = report.long_lines_cut
     scan.error = report.error

@@ -41,7 +41,8 @@ def _frame(func: str, file: str) -> str:
     return f"{func} ({file.rsplit('/', 1)[-1]})"
 
 
-def _pick(threads: list[tuple[str, list[str]]]) -> list[str]:
+def pick_thread(threads: list[tuple[str, list[str]]]) -> list[str]:
+    """The main thread's frames among a dump's threads (by name, else the one that runs `<module>`)."""
     for name, frames in threads:
         if name == "MainThread" and frames:
             return frames
@@ -64,7 +65,18 @@ def parse_pyspy(text: str) -> list[str]:
         m = _PYSPY_FRAME.match(line)
         if m and threads:
             threads[-1][1].append(_frame(m.group("func"), m.group("file")))
-    return _pick(threads)
+    return pick_thread(threads)
+
+
+def fh_thread_start(line: str) -> bool:
+    """Whether `line` opens a thread of a faulthandler dump ("Thread 0x… (most recent call first):")."""
+    return _FH_THREAD.search(line) is not None
+
+
+def fh_frame(line: str) -> str | None:
+    """The frame ("func (file)") a faulthandler dump's line names, if it is a frame line."""
+    m = _FH_FRAME.search(line)
+    return _frame(m.group("func"), m.group("file")) if m else None
 
 
 def parse_faulthandler(lines: Iterable[str]) -> list[str]:
@@ -73,19 +85,19 @@ def parse_faulthandler(lines: Iterable[str]) -> list[str]:
     dumps: list[list[tuple[str, list[str]]]] = []
     in_block = False
     for line in lines:
-        if _FH_THREAD.search(line):
+        if fh_thread_start(line):
             if not in_block:
                 dumps.append([])
                 in_block = True
             dumps[-1].append(("", []))
             continue
         if in_block:
-            m = _FH_FRAME.search(line)
-            if m:
-                dumps[-1][-1][1].append(_frame(m.group("func"), m.group("file")))
+            frame = fh_frame(line)
+            if frame is not None:
+                dumps[-1][-1][1].append(frame)
             elif line.strip() and not line.strip().endswith(":"):
                 in_block = False
-    return _pick(dumps[-1]) if dumps else []
+    return pick_thread(dumps[-1]) if dumps else []
 
 
 def _key(frames: list[str]) -> tuple[str, ...]:
