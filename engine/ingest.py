@@ -14,6 +14,7 @@ from typing import IO
 
 import numpy as np
 
+from engine.crilines import CriJoiner
 from engine.fold import line_starts
 from engine.hangfiles import is_hang_file
 
@@ -300,8 +301,22 @@ def iter_chunks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[C
     """Chunks of whole lines, each at most MAX_LINE bytes, read in large blocks.
 
     A truncated last line is kept; a read error (corrupt gzip...) ends the file and is noted in
-    `report.error`, and the lines before it are still yielded.
+    `report.error`, and the lines before it are still yielded. Kubernetes (CRI) records of one long
+    line are joined back into it (`engine.crilines`).
     """
+    joiner = CriJoiner(MAX_LINE)
+    for body in _bodies(path, report, chunk):
+        joined = joiner.join(body)
+        if joined is not None:
+            yield _chunk(joined, report)
+    rest = joiner.finish()
+    if rest is not None:
+        yield _chunk(rest, report)
+    report.long_lines_cut += joiner.cut
+
+
+def _bodies(path: str, report: ReadReport, chunk: int) -> Iterator[bytes]:
+    """The blocks of whole lines of `iter_chunks`, as bytes, before they are split into lines."""
     carry = b""
     skipping = False  # inside an over-long line whose head was already emitted
     try:
@@ -327,7 +342,7 @@ def iter_chunks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[C
                 carry += data
                 if len(carry) > MAX_LINE:
                     report.long_lines_cut += 1
-                    yield _chunk(carry[:MAX_LINE], report)
+                    yield carry[:MAX_LINE]
                     carry, skipping = b"", True
                 continue
             body: bytes | None
@@ -344,10 +359,10 @@ def iter_chunks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[C
                 body = head if body is None else body + b"\n" + head
                 carry, skipping = b"", True
             if body is not None:
-                yield _chunk(body, report)
+                yield bytes(body)
         if carry and not skipping:
             report.truncated_tail = True
-            yield _chunk(carry, report)
+            yield carry
 
 
 def iter_blocks(path: str, report: ReadReport, chunk: int = CHUNK) -> Iterator[list[bytes]]:
