@@ -78,6 +78,13 @@ def _frame_rules() -> list[tuple[str, _Rx, _Rx, _Rx, bool]]:
             for r in load("stages")["frames"]]
 
 
+@lru_cache(maxsize=1)
+def _module_level_rules() -> list[tuple[str, re.Pattern[str]]]:
+    """The code rules read first in a `<module>` frame (stages.yaml `module_level`: an import there)."""
+    return [(r["stage"], re.compile(r["code"])) for r in load("stages")["frames"]
+            if r.get("module_level") and r.get("code")]
+
+
 @lru_cache(maxsize=8)
 def _optional_rx(key: str) -> re.Pattern[str] | None:
     """The regex stages.yaml gives under `key` (finished_markers, death_notices, advisory,
@@ -534,6 +541,10 @@ def frame_rule_evidence(frames: list[Frame]) -> tuple[str, bool, bool] | None:
     for file, func, code in frames:
         if _foreign_frame(file):
             continue
+        if func == "<module>":
+            for stage, code_rx in _module_level_rules():
+                if code_rx.search(code):
+                    return stage, False, False
         for stage, func_rx, file_rx, code_rx, weak in _frame_rules():
             if ((func_rx is None or func_rx.match(func)) and (file_rx is None or file_rx.search(file))
                     and (code_rx is None or code_rx.search(code))):

@@ -269,3 +269,14 @@ def test_a_killed_worker_whose_stderr_stops_at_set_up_while_its_stdout_ran(tmp_p
         "node-0/stdout-rank41.log": [f"step {i} loss 2.{i}" for i in range(1, 9)],
     })
     assert rules_stage(job) == "training"
+
+
+def test_an_import_at_a_modules_top_level_is_init_whatever_the_modules_file_is_about():
+    from engine.stage import frame_rule_evidence
+
+    frames = [("/x/examples/sequence_parallel/data/__init__.py", "<module>",
+               "from colossalai.legacy.context import ParallelMode"),
+              ("train.py", "<module>", "from data.bert_helper import SequenceParallelDataIterator")]
+    assert frame_rule_evidence(frames) == ("init", False, False)
+    # inside a function the file still speaks: a lazy import in a data module is that module's work
+    assert frame_rule_evidence([("/x/data/loader.py", "get_batch", "import numpy")])[0] == "data_loading"
