@@ -217,7 +217,7 @@ def _from_record(rec: jsonlog.Record, ts: str | None, naive: bool | None, level:
     return Header(ts=ts, level=level, rank=rank, message=inner.message), naive
 
 
-_ISO = re.compile(r"(?P<date>\d{4}-\d\d-\d\d)[ T](?P<time>\d\d:\d\d:\d\d(?:[.,]\d+)?)\s?"
+_ISO = re.compile(r"(?P<date>\d{4}-\d\d-\d\d)[ Tt](?P<time>\d\d:\d\d:\d\d(?:[.,]\d+)?)\s?"
                   r"(?P<tz>Z|z|[+-]\d\d:?\d\d|UTC)?")
 
 

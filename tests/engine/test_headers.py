@@ -351,3 +351,47 @@ def test_naive_structured_stamps_are_read_in_the_configured_zone(monkeypatch):
     naive = '{"message": "x", "asctime": "2026-11-19 10:29:20,000"}'
     assert timestamp(naive) == "2026-11-19T02:29:20.000000Z"
     assert timestamp(JOURNAL) == "2026-11-28T05:13:41.250000Z"  # epoch stamps are UTC
+
+
+@pytest.mark.parametrize("line,ts,level,message", [
+    # RFC 3339 lets the `T` and `Z` be lower case (some Go and Rust loggers write them so)
+    ("2026-11-03t10:00:25.5z WARN low disk", "2026-11-03T10:00:25.500000Z", "WARN", "WARN low disk"),
+    ('{"time": "2026-11-03t10:00:30.5z", "level": 50, "msg": "boom"}', "2026-11-03T10:00:30.500000Z",
+     "ERROR", "boom"),
+    # a bare level word after the stamp: zap's console encoder (tabs), Go's layouts, loguru's `| LEVEL |`
+    # (read, and left in the message: the same line without a stamp gives the same template)
+    ("2026-11-03T10:00:25.000+08:00 ERROR RuntimeError: CUDA error", "2026-11-03T02:00:25.000000Z", "ERROR",
+     "ERROR RuntimeError: CUDA error"),
+    ("2026-11-03T10:00:25.000+0800\tERROR\tpkg/train.go:12\tboom", "2026-11-03T02:00:25.000000Z", "ERROR",
+     "ERROR\tpkg/train.go:12\tboom"),
+    ("2024-01-01 12:00:00.000 | ERROR    | trainer:step:12 - loss nan", "2024-01-01T12:00:00.000000Z", "ERROR",
+     "ERROR    | trainer:step:12 - loss nan"),
+])
+def test_lower_case_rfc3339_stamps_and_bare_level_words(line, ts, level, message):
+    h = parse_header(line)
+    assert (h.ts, h.level, h.message) == (ts, level, message)
+
+
+@pytest.mark.parametrize("line", ["[rank1]: ERROR boom", "ERRORS were found", "Error happened"])
+def test_a_level_word_inside_a_message_is_no_header(line):
+    """Only right after a stamp or at the line's start, whole and upper case, is a bare word a level."""
+    h = parse_header(line)
+    assert h.message == line.split(": ", 1)[-1] and h.level in (None, "ERROR")
+
+
+def test_open_mpi_timestamp_output_and_date_stamps():
+    """`mpirun --timestamp-output` glues a ctime stamp to its rank tag; `date` writes a zone name before
+    the year (dropped: the stamp is read as naive)."""
+    h = parse_header("Tue May 12 22:52:16 2026[1,15]<stderr>:2026-05-12 22:52:16,096 - WARNING - x - rank 15")
+    assert (h.ts, h.level, h.rank, h.message) == ("2026-05-12T22:52:16.000000Z", "WARN", 15, "x - rank 15")
+    h = parse_header("Tue May 12 22:52:16 UTC 2026 starting job")
+    assert (h.ts, h.message) == ("2026-05-12T22:52:16.000000Z", "starting job")
+    assert parse_header("Tue May 12 is the day").ts is None
+
+
+def test_a_line_with_and_without_its_stamp_keeps_one_message():
+    """Ranks of one job that write a line with a stamp and without one must give one template."""
+    with_stamp = parse_header("[default1]:2026-12-01T00:51:41.609-08:00 INFO [rank1] trainer: ready")
+    without = parse_header("[default1]:INFO [rank1] trainer: ready")
+    assert with_stamp.message == without.message == "INFO [rank1] trainer: ready"
+    assert with_stamp.level == "INFO"
