@@ -89,6 +89,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_curve(args: argparse.Namespace) -> int:
+    from engine.bench.stage_curve import format_curve, learning_curve
+
+    records = _records(args)
+    sizes = [int(k) for k in args.sizes.split(",")] if args.sizes else None
+    try:
+        points = learning_curve(records, sizes=sizes, draws=args.draws, seed=args.seed)
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
+    print(format_curve(points))
+    return 0
+
+
 def register(bsub: argparse._SubParsersAction) -> None:
     sm = bsub.add_parser("stage-model", help="learn the stage model from labelled real cases")
     ssub = sm.add_subparsers(dest="stage_model_command", required=True)
@@ -97,6 +110,8 @@ def register(bsub: argparse._SubParsersAction) -> None:
         "cv": ("cross-validation (leave one source or one public wave out): rules, model, combinations",
                cmd_cv),
         "train": ("pick the combination by cross-validation, fit on every case, write the model", cmd_train),
+        "curve": ("learning curve: each public wave held out, the model fitted on k of the other waves",
+                  cmd_curve),
     }
     for name, (text, func) in helps.items():
         p = ssub.add_parser(name, help=text)
@@ -114,4 +129,9 @@ def register(bsub: argparse._SubParsersAction) -> None:
                            help="hold out one source (repository, program style) or one public wave per fold")
         if name == "train":
             p.add_argument("-o", "--out", default=str(DEFAULT_OUT), help="model file to write")
+        if name == "curve":
+            p.add_argument("--sizes", help="numbers of public waves to train on, comma-separated "
+                                           "(default: 1, 3, 5 … and all the other waves)")
+            p.add_argument("--draws", type=int, default=3, help="random draws of the waves per size (default 3)")
+            p.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
         p.set_defaults(func=func)
