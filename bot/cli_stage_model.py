@@ -132,6 +132,7 @@ def register(bsub: argparse._SubParsersAction) -> None:
         if name == "curve":
             p.add_argument("--sizes", help="numbers of public waves to train on, comma-separated "
                                            "(default: 1, 3, 5 … and all the other waves)")
-            p.add_argument("--draws", type=int, default=3, help="random draws of the waves per size (default 3)")
+            p.add_argument("--draws", type=int, default=3,
+                           help="random draws of the waves per size (default 3)")
             p.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
         p.set_defaults(func=func)

@@ -364,8 +364,8 @@ def test_naive_structured_stamps_are_read_in_the_configured_zone(monkeypatch):
      "ERROR RuntimeError: CUDA error"),
     ("2026-11-03T10:00:25.000+0800\tERROR\tpkg/train.go:12\tboom", "2026-11-03T02:00:25.000000Z", "ERROR",
      "ERROR\tpkg/train.go:12\tboom"),
-    ("2024-01-01 12:00:00.000 | ERROR    | trainer:step:12 - loss nan", "2024-01-01T12:00:00.000000Z", "ERROR",
-     "ERROR    | trainer:step:12 - loss nan"),
+    ("2024-01-01 12:00:00.000 | ERROR    | trainer:step:12 - loss nan", "2024-01-01T12:00:00.000000Z",
+     "ERROR", "ERROR    | trainer:step:12 - loss nan"),
 ])
 def test_lower_case_rfc3339_stamps_and_bare_level_words(line, ts, level, message):
     h = parse_header(line)
