@@ -282,6 +282,9 @@ def test_the_held_out_test_halves_are_never_read():
     # public wave 8 (session 10): measured on the session's starting engine, so its dev half trains
     assert not held_out({"source": "github/a/b#1", "wave": 8, "split": "dev"}, rules)
     assert held_out({"source": "github/a/b#1", "wave": 8, "split": "test"}, rules)
+    # public wave 9 (session 12): measured on the session's starting engine, so its dev half trains
+    assert not held_out({"source": "github/a/b#1", "wave": 9, "split": "dev"}, rules)
+    assert held_out({"source": "github/a/b#1", "wave": 9, "split": "test"}, rules)
     names = {c.name for c, _ in usable_cases([REPO / "tests/fixtures/public_logs/_wave2"], rules)}
     index = json.loads((REPO / "tests/fixtures/public_logs/_wave2/cases.json").read_text())
     assert names and names <= {c["path"] for c in index if c.get("split") == "dev"}
