@@ -9,10 +9,16 @@ MIN_VOTES lines gets a score in (0, 1], relative to the most named node.
 The launcher blames a rank too: when a worker ignores the SIGTERM of the teardown it is killed
 ("Unable to shutdown process 2357 via 15, forcefully exiting via 9"): a stopped or hung process,
 on the node of the launcher that says so (`unresponsive` rules).
+
+And a failure line may name a *host* of the job: the launcher that cannot reach a node ("ssh: connect
+to host hpc-a100-188 port 22: Connection timed out", Open MPI's "Remote daemon: … on node X"), a peer
+that lost one ("Connection to worker-3 lost"). A node of the job named, as a whole word and not as a
+path's part, by a possible root cause logged on other nodes only is blamed (`named_hosts`).
 """
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -78,3 +84,29 @@ def unresponsive_nodes(parsed: ParsedJob, event_ids: Iterable[int]) -> dict[str,
         if any(rx.search(x) for rx in rules for x in (t.template, *t.examples)):
             found |= set(t.nodes)
     return {n: 1.0 for n in found} if found and len(found) < len(parsed.node_counts) else {}
+
+
+def _host_like(node: str) -> bool:
+    """A node name a message could name without meaning something else: a letter and a digit, 4+ chars
+    (hpc-a100-188, algo-2, ip-10-1-2-3, gpu-node-02; not "0" or "master")."""
+    return len(node) >= 4 and any(c.isalpha() for c in node) and any(c.isdigit() for c in node)
+
+
+def named_hosts(parsed: ParsedJob, event_ids: Iterable[int]) -> dict[str, float]:
+    """Node -> blame in (0, 1]: the job's nodes named by the example lines of the events `event_ids`
+    that were logged on other nodes (a node naming itself blames nobody), relative to the most named
+    node; nothing when every node is named (a host list, not a blame)."""
+    nodes = [n for n in parsed.node_counts if _host_like(n)]
+    if len(parsed.node_counts) < 2 or not nodes:
+        return {}
+    alt = "|".join(re.escape(n) for n in sorted(nodes, key=len, reverse=True))
+    rx = re.compile(rf"(?<![\w./-])({alt})(?![\w/-])")
+    votes: Counter[str] = Counter()
+    for e in event_ids:
+        t = parsed.templates[e]
+        named = {m.group(1) for line in t.examples for m in rx.finditer(line)} - set(t.nodes)
+        votes.update(named)
+    if not votes or len(votes) >= len(parsed.node_counts):
+        return {}
+    top = max(votes.values())
+    return {node: n / top for node, n in votes.items()}

@@ -4,7 +4,8 @@ Signals, each in [0, 1]: an Isolation Forest over per-node event-count vectors (
 evidence of the failure-indicating events a node logs alone or with few others; and *silence*: a
 hung or crashed node stops logging first, or falls behind in iterations, while healthy nodes go on
 to log timeouts about it (and so lack the cascade everyone else shows); and *peer blame*: the
-node whose rank the others' timeouts name, or whose launcher had to kill a worker that ignored its
+node whose rank the others' timeouts name, whose host a possible root cause on another node names
+("ssh: connect to host X … timed out"), or whose launcher had to kill a worker that ignored its
 SIGTERM (`engine.peers`).
 
 Echoes (cascades, the launcher's summaries, wrappers, context) count ECHO_WEIGHT of their score as
@@ -27,7 +28,7 @@ import numpy as np
 from engine.clock import reference_node
 from engine.events import ROOT_SEVERITY, ScoredEvent
 from engine.model import ClockNote, NodeFinding, ParsedJob
-from engine.peers import blamed_nodes, unresponsive_nodes
+from engine.peers import blamed_nodes, named_hosts, unresponsive_nodes
 from engine.roles import REPORT
 
 SILENCE_MIN_SECONDS = 30.0
@@ -157,6 +158,9 @@ def rank_nodes(
     silence = _silence(parsed, nodes, clock)
     blamed = blamed_nodes(parsed, [e.id for e in selected])
     for node, b in unresponsive_nodes(parsed, ids).items():
+        blamed[node] = max(blamed.get(node, 0.0), b)
+    causes = [e.id for e in selected if not e.cascade and e.role is None and e.severity >= ROOT_SEVERITY]
+    for node, b in named_hosts(parsed, causes).items():
         blamed[node] = max(blamed.get(node, 0.0), b)
     blame = np.array([blamed.get(n, 0.0) for n in nodes])
     total = (WEIGHTS["forest"] * forest + WEIGHTS["evidence"] * evidence + WEIGHTS["silence"] * silence

@@ -3,7 +3,8 @@ from pathlib import Path
 
 from engine import spatial
 from engine.diagnose import diagnose
-from engine.peers import named_ranks
+from engine.parse import parse_job
+from engine.peers import named_hosts, named_ranks
 from tests.helpers.jobs import make_job, training_lines, write_rank
 
 NOTIFY = ("EI0002: [PID: 1326{r}] 2024-07-24-16:08:19.449.094 The wait execution of the Notify register "
@@ -58,3 +59,30 @@ def test_the_node_whose_launcher_killed_a_worker_that_ignored_sigterm_is_the_sus
     d = diagnose(job)
     assert d.nodes[0].node == "node-002", [(n.node, n.score) for n in d.nodes]
     assert "Timed out waiting" in d.events[0].template
+
+
+def test_a_host_the_launcher_cannot_reach_is_the_suspect(tmp_path: Path) -> None:
+    """Open MPI's launcher on the first node says which host its ssh could not reach: that node (which,
+    never started, logs nothing but its kernel's NIC reset) is the suspect, not the launcher's."""
+    job = tmp_path / "job-3"
+    for node in range(4):
+        lines = training_lines(node, 3)
+        if node == 0:
+            lines += ["ssh: connect to host hpc-a100-188 port 22: Connection timed out",
+                      "ORTE was unable to reliably start one or more daemons.",
+                      "  Remote daemon: [[19351,0],3] on node hpc-a100-188"]
+        write_rank(job / f"hpc-a100-{173 + 5 * node if node < 3 else 188}" / f"rank-{node:04d}.log", lines)
+    d = diagnose(job)
+    assert d.nodes[0].node == "hpc-a100-188", [(n.node, n.score) for n in d.nodes]
+
+
+def test_named_hosts_reads_whole_names_of_other_nodes_only(tmp_path: Path) -> None:
+    job = tmp_path / "job-4"
+    names = ["algo-1", "algo-2", "algo-12", "0"]
+    say = {"algo-1": ["Connection to algo-12 lost", "saved /ckpt/algo-2/x.pt failed",
+                      "algo-1 failed itself", "host algo-10 is not in the job"]}
+    for n in names:
+        write_rank(job / n / "rank.log", say.get(n, ["fine 0"]))
+    parsed = parse_job(job)
+    ids = [i for i, t in enumerate(parsed.templates) if "algo-1" in t.nodes]
+    assert named_hosts(parsed, ids) == {"algo-12": 1.0}  # not a path's part, not itself, not "0"
