@@ -39,6 +39,7 @@ ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")  # a line that opens wi
 class Reading:
     context: set[int] = field(default_factory=set)  # lines that only carry another line's message
     carried: dict[int, list[int]] = field(default_factory=dict)  # message -> lines it takes its weight from
+    introduced: dict[int, list[int]] = field(default_factory=dict)  # message -> the lines naming it before it
     causes: set[int] = field(default_factory=set)  # the first stack's message in some file
     later: set[int] = field(default_factory=set)  # messages of stacks shown only after a first one
     threw: set[int] = field(default_factory=set)  # aborts with no message, after an error of their file
@@ -81,6 +82,8 @@ def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
             if nxt is not None and nxt in pool and nxt not in intros:
                 messages.add(nxt)
                 out.carried.setdefault(nxt, []).append(i)
+                if i not in out.introduced.setdefault(nxt, []):
+                    out.introduced[nxt].append(i)
                 out.context.add(i)  # the type only: its message is the next line
             elif any(pos[m][1] > pos[i][0] for m in messages & pos.keys()):
                 out.context.add(i)  # ranks interleaved in one file: a message line of its kind follows

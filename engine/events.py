@@ -139,8 +139,10 @@ def score_events(parsed: ParsedJob, candidates: list[int], *, known: Sequence[Kn
         for i in candidates:
             if roles.role.get(i) == REPORT:
                 sev_of[i] = max(sev_of[i], REPORT_SEVERITY)
-    # a peer's closed connection follows the first sign of a failure: below any other severe event
-    gone_after = any(sev_of[i] >= ROOT_SEVERITY and roles.role.get(i) in (None, CASCADE)
+    # a peer's closed connection follows the first sign of a failure: below any other severe event,
+    # a wrapper too (`DistBackendError: NCCL error …`: the local rank's own failure, whatever it wraps),
+    # unless its words say the other side went away as well
+    gone_after = any(sev_of[i] >= ROOT_SEVERITY and roles.role.get(i) in (None, CASCADE, WRAPPER)
                      and i not in roles.disconnects for i in candidates)
     out = []
     for i in candidates:

@@ -72,7 +72,7 @@ class Roles:
     evidence_nodes: dict[int, set[str]] = field(default_factory=dict)  # the nodes those lines are from
     killed_nodes: set[str] = field(default_factory=set)  # nodes of ranks killed first (launcher blocks)
     late: set[int] = field(default_factory=set)  # events first logged after their files' teardown began
-    disconnects: set[int] = field(default_factory=set)  # cascades saying the other side went away
+    disconnects: set[int] = field(default_factory=set)  # cascades, wrappers saying the other side went away
     blocks: int = 0  # launcher blocks of first observed failures read
 
 
@@ -147,7 +147,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
             labels.append(i)
         if role is not None:
             out.role[i] = role
-        if role == CASCADE and _disconnect().search(t.template):
+        if role in (CASCADE, WRAPPER) and _disconnect().search(t.template):
             out.disconnects.add(i)
     _stacks(parsed, candidates, msgs, severity, out)
     _label_successors(parsed, labels, severity, out, set(candidates))
@@ -196,6 +196,14 @@ def _stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], seve
         out.inherited[m] = max(out.inherited.get(m, 0.0), weight)
         if out.role.get(m) == CONTEXT:
             del out.role[m]  # the message itself, whatever its indent
+    # the abort's line that names the exception ("terminate called after throwing an instance of
+    # 'gloo::EnforceNotMet'") is shown with its message: the two lines are one report
+    for m, intros in reading.introduced.items():
+        shown = out.evidence.setdefault(m, [])
+        for j in (*intros, m):
+            raw = parsed.templates[j].examples[0] if parsed.templates[j].examples else None
+            if raw is not None and raw not in shown:
+                shown.append(raw)
     weight = _chain()[1]
     for i in reading.causes:
         if out.role.get(i) is None:

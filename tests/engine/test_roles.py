@@ -223,3 +223,33 @@ def test_an_exception_without_a_message_wraps_the_one_that_follows(tmp_path):
     assert d.events[0].examples[0] == "-- Process 0 terminated with the following error:"
     spawn = next(e for e in d.events if "ProcessRaisedException" in e.template)
     assert spawn.score < d.events[0].score
+
+
+def test_the_line_naming_an_exception_is_shown_with_the_message_it_introduces(tmp_path):
+    """An abort's 'terminate called after throwing an instance of X' carries no message of its own; the
+    what() line after it does. The two are one report: the event shows both lines."""
+    failing = [
+        "Epoch 89 done, accuracy 0.93",
+        "terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+        "  what():  [enforce fail at gloo/cuda_private.h:40] error == cudaSuccess. 29 vs 0. "
+        "Error at: gloo/cuda_private.h:40: driver shutting down",
+    ]
+    d = diagnose(_job(tmp_path / "j", {"node-0/rank-0.log": failing}))
+    assert "what():" in d.events[0].template or "enforce fail" in d.events[0].template
+    assert any("terminate called after throwing" in x for x in d.events[0].examples), d.events[0].examples
+
+
+def test_a_wrapper_saying_the_peer_went_away_is_the_root_when_nothing_else_is(tmp_path):
+    """A rank's DistBackendError whose words say the remote process exited ranks first when what follows
+    it is only the socket's own account of the same closed connection."""
+    failing = [
+        "torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:268, remote process exited "
+        "or there was a network error, NCCL version 2.21.5",
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+        "prematurely.",
+        "Last error:",
+        "socketProgressOpt: Call to recv from 10.0.0.7<33759> failed : Connection reset by peer",
+    ]
+    d = diagnose(_job(tmp_path / "j", {"node-0/rank-0.log": failing}))
+    first = d.events[0].template
+    assert first.startswith("torch.distributed.DistBackendError"), [e.template for e in d.events]
