@@ -87,7 +87,8 @@ def test_the_first_wave_is_still_the_50_tuned_on():
                           (5, WAVE5, WAVE5_AT_LEAST, True), (6, WAVE6, WAVE6_AT_LEAST, True),
                           (7, WAVE7, WAVE7_AT_LEAST, True), (8, WAVE8, WAVE8_AT_LEAST, True),
                           (9, WAVE9, WAVE9_AT_LEAST, True), (10, WAVE10, WAVE10_AT_LEAST, True)],
-                         ids=["wave2", "wave3", "wave4", "wave5", "wave6", "wave7", "wave8", "wave9", "wave10"])
+                         ids=["wave2", "wave3", "wave4", "wave5", "wave6", "wave7", "wave8", "wave9",
+                              "wave10"])
 def test_a_later_wave_is_a_held_out_set_with_a_view_of_its_own(n: int, view_dir: Path, at_least: int,
                                                                 all_stages: bool):
     """Waves 2 to 10 (each collected after the waves before it were used for tuning) load with the
