@@ -13,6 +13,11 @@
   The first stack a file shows holds the cause; a stack that a file shows only after its first one
   started (NCCL's "Cuda failure" once the communicator was torn down after an IB completion error)
   is that failure's consequence. The frames are context, not events.
+- **Hard-wrapped sentences** (`wrapped`): help text printed at a fixed width (Open MPI's "This is
+  usually due to either a failure of the TCP network / connection to the node, or possibly an internal
+  failure of / the daemon itself."): a line with no level of its own that goes on with a plain
+  lower-case word, right after a line that stopped mid-sentence (on a letter or a comma), is the rest
+  of that sentence. The sentence is one event, shown whole, weighing what its worst line does.
 
 Only the lines' places in their files and the phrases of the data file are read (`ParsedJob.positions`
 keeps each event's first and last line per file; those are the lines compared).
@@ -33,6 +38,8 @@ HEAD_MIN_SEVERITY = 0.5  # a stack's message is an alarming line (NCCL's INFO li
 # a Python or C++ stack frame, or a traceback's header (roles.py reads lines with these too)
 FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
 ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")  # a line that opens with an exception's name
+MID_SENTENCE = re.compile(r"[A-Za-z,]$")  # a line that stops mid-sentence
+GOES_ON = re.compile(r"^[a-z]+(?:[ ,]|$)")  # goes on with a plain lower-case word ("ssh:" does not)
 
 
 @dataclass
@@ -43,6 +50,7 @@ class Reading:
     causes: set[int] = field(default_factory=set)  # the first stack's message in some file
     later: set[int] = field(default_factory=set)  # messages of stacks shown only after a first one
     threw: set[int] = field(default_factory=set)  # aborts with no message, after an error of their file
+    continues: dict[int, list[int]] = field(default_factory=dict)  # wrapped sentence's first line -> rest
 
 
 @lru_cache(maxsize=1)
@@ -63,6 +71,7 @@ def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
     intros = {i for i in candidates if intro.search(msgs[i])}
     frames = {i for i in candidates if frame.search(msgs[i])}
     messages = {i for i in candidates if continued.search(msgs[i])}
+    _wrapped(parsed, candidates, msgs, levels_of, out)
     if not (intros or frames or messages):
         return out
     out.context |= frames
@@ -109,6 +118,51 @@ def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
                 and severity.get(i, 0.0) >= HEAD_MIN_SEVERITY and i not in out.context:
             out.later.add(i)
     return out
+
+
+def _wrapped(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
+             levels_of: dict[int, str | None], out: Reading) -> None:
+    """The candidates that are the rest of a hard-wrapped sentence begun on the candidate line before them,
+    in every file that shows them (`wrapped` in the module's doc): context, carried by the sentence's
+    first line."""
+    pool = {i for i in candidates if _prose(parsed, i, msgs[i])}
+    goes_on = {i for i in pool if levels_of.get(i) is None and GOES_ON.match(msgs[i]) and "=" not in msgs[i]}
+    if not goes_on:
+        return
+    heads: dict[int, set[int]] = {}  # continuation -> the first line of its sentence, per file
+    for pos in parsed.positions.values():
+        at = {first: i for i, (first, _) in pos.items()}
+        at_any = {**{last: i for i, (_, last) in pos.items()}, **at}
+        for i in goes_on & pos.keys():
+            line, head = pos[i][0], None
+            while True:
+                before = at_any.get(line - 1)
+                if before is None or before not in pool or before == i \
+                        or not MID_SENTENCE.search(msgs[before].rstrip()):
+                    break
+                head, line = before, line - 1
+                if before not in goes_on:
+                    break
+            heads.setdefault(i, set()).add(head if head is not None else -1)
+    for i, found in heads.items():
+        if len(found) != 1 or -1 in found:
+            continue  # not the rest of one sentence everywhere it stands
+        (head,) = found
+        if parsed.templates[i].count > parsed.templates[head].count:
+            continue
+        out.context.add(i)
+        out.carried.setdefault(head, []).append(i)
+        out.continues.setdefault(head, []).append(i)
+
+
+def _prose(parsed: ParsedJob, i: int, msg: str) -> bool:
+    """Whether event `i` reads as a line of prose: three words or more, not a frame, not indented (the
+    code line under a frame goes on with a lower-case word too)."""
+    if len(msg.split()) < 3 or FRAME.match(msg):
+        return False
+    raw = parsed.templates[i].examples[0] if parsed.templates[i].examples else msg
+    at = raw.find(msg)
+    return at <= 0 or raw[at - 1] != " "
 
 
 def _body(parsed: ParsedJob, m: int, line: int, at: dict[int, int], pool: set[int], msgs: dict[int, str],

@@ -74,6 +74,7 @@ class Roles:
     late: set[int] = field(default_factory=set)  # events first logged after their files' teardown began
     disconnects: set[int] = field(default_factory=set)  # cascades, wrappers saying the other side went away
     blocks: int = 0  # launcher blocks of first observed failures read
+    wrapped: set[int] = field(default_factory=set)  # the rest of hard-wrapped sentences (context, not code)
 
 
 @lru_cache(maxsize=1)
@@ -183,6 +184,14 @@ def _excerpt(parsed: ParsedJob, candidates: list[int], severity: dict[int, float
             out.inherited[i] = max(out.inherited.get(i, 0.0), PASTE_SEVERITY)
 
 
+def _first_line(parsed: ParsedJob, i: int) -> int:
+    """The first line event `i` stands on in the first file that shows it (for ordering a file's lines)."""
+    for pos in parsed.positions.values():
+        if i in pos:
+            return pos[i][0]
+    return 0
+
+
 def _stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], severity: dict[int, float],
             out: Roles) -> None:
     """Abort reports and return traces (`engine.errstacks`): the lines that only carry a message are
@@ -201,6 +210,14 @@ def _stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], seve
     for m, intros in reading.introduced.items():
         shown = out.evidence.setdefault(m, [])
         for j in (*intros, m):
+            raw = parsed.templates[j].examples[0] if parsed.templates[j].examples else None
+            if raw is not None and raw not in shown:
+                shown.append(raw)
+    # a hard-wrapped sentence is shown whole, its first line and the rest in their order
+    for head, rest in reading.continues.items():
+        out.wrapped.update(rest)
+        shown = out.evidence.setdefault(head, [])
+        for j in (head, *sorted(rest, key=lambda r: _first_line(parsed, r))):
             raw = parsed.templates[j].examples[0] if parsed.templates[j].examples else None
             if raw is not None and raw not in shown:
                 shown.append(raw)
@@ -301,7 +318,8 @@ def _exception_lines(parsed: ParsedJob, candidates: list[int], msgs: dict[int, s
     heads = {i for i in candidates if _TRACEBACK.match(msgs[i])}
     if not heads:
         return
-    body = {i for i in candidates if out.role.get(i) == CONTEXT} - heads  # indented code, "^^^^" pointers
+    # indented code, "^^^^" pointers (not the rest of a wrapped sentence: the line after it is no exception)
+    body = {i for i in candidates if out.role.get(i) == CONTEXT} - heads - out.wrapped
     for pos in parsed.positions.values():
         began = min((pos[i][0] for i in heads if i in pos), default=None)
         if began is None:

@@ -108,3 +108,106 @@ def test_an_abort_with_no_message_after_the_rank_s_own_timeout_ranks_below_it(tm
     files["n2/rank2.log"].append("terminate called after throwing an instance of 'c10::DistBackendError'")
     d = diagnose(write_failed_job(tmp_path / "j", files))
     assert "detected by watchdog" in d.events[0].template
+
+
+_ORTE_HELP = [
+    "ORTE has lost communication with a remote daemon.",
+    "  HNP daemon   : [[19351,0],0] on node hpc-a100-173",
+    "  Remote daemon: [[19351,0],15] on node hpc-a100-188",
+    "This is usually due to either a failure of the TCP network",
+    "connection to the node, or possibly an internal failure of",
+    "the daemon itself. We cannot recover from this failure, and",
+    "therefore will terminate the job.",
+]
+
+
+def test_a_hard_wrapped_sentence_of_help_text_is_one_event_shown_whole(tmp_path):
+    """Open MPI prints its help text wrapped at a fixed width: the lines that go on with a lower-case word
+    after a line that stopped mid-sentence are the rest of its sentence, not events of their own; the
+    sentence weighs what its worst line says and its lines are shown together."""
+    lines = _routine(12) + ["ssh: connect to host hpc-a100-188 port 22: Connection timed out", *_ORTE_HELP]
+    job = write_failed_job(tmp_path / "j", {"hpc-a100-173/mpirun.out": lines})
+    d = diagnose(job)
+    shown = [e.template for e in d.events]
+    assert not any(t.startswith(("connection to the node", "the daemon itself", "therefore"))
+                   for t in shown), shown
+    assert any(t.startswith("ssh: connect to host") for t in shown[:3]), shown
+    sentence = next(e for e in d.events if e.template.startswith("This is usually due"))
+    assert list(sentence.examples[:3]) == _ORTE_HELP[3:6]
+
+
+def test_a_lower_case_line_after_a_finished_sentence_or_a_levelled_line_is_its_own(tmp_path):
+    """Only a sentence left open (a letter or a comma at its end) goes on: "ssh: connect …" after a full
+    stop, and a line with a level of its own, stay events."""
+    lines = _routine(12) + [
+        "ORTE was unable to reliably start one or more daemons.",
+        "ssh: connect to host hpc-a100-188 port 22: Connection timed out",
+        "2025-02-03 04:02:00 ERROR rank 3 lost its connection to the store, retrying",
+        "2025-02-03 04:02:01 ERROR rendezvous failed after 3 attempts",
+    ]
+    job = write_failed_job(tmp_path / "j", {"host-a/worker.log": lines})
+    parsed = parse_jobs([job])[0]
+    cands = candidate_events(parsed, NormalPool())
+    sev = {i: severity(parsed.templates[i].template, parsed.templates[i].level) for i in cands}
+    roles = event_roles(parsed, cands, sev)
+    for i in cands:
+        t = parsed.templates[i].template
+        if t.startswith(("ssh:", "rendezvous failed")):
+            assert roles.role.get(i) != CONTEXT, t
+
+
+def test_the_line_after_a_wrapped_sentence_is_no_traceback_s_exception(tmp_path):
+    """mpirun's summary is wrapped help text right after a rank's traceback: its wrapped lines are context,
+    but not a traceback's code line, so the line after them ("Process name: …") is no exception and the
+    rank's ImportError stays first."""
+    tb = [
+        "[1,mpirank:0,algo-1]<stderr>:Traceback (most recent call last):",
+        '[1,mpirank:0,algo-1]<stderr>:  File "/opt/ml/code/train.py", line 9, in <module>',
+        "[1,mpirank:0,algo-1]<stderr>:    import horovod.torch as hvd",
+        "[1,mpirank:0,algo-1]<stderr>:ImportError: /usr/lib/mpi_lib_v2.so: undefined symbol: _ZN3c10D1Ev",
+        "Primary job  terminated normally, but 1 process returned",
+        "a non-zero exit code. Per user-direction, the job has been aborted.",
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "the job to be terminated. The first process to do so was:",
+        "  Process name: [[31509,1],0]",
+        "  Exit code:    1",
+    ]
+    job = write_failed_job(tmp_path / "j", {"algo-1/algo-1.log": _routine(12) + tb})
+    assert diagnose(job).events[0].template.startswith("ImportError")
+    parsed = parse_jobs([job])[0]
+    cands = candidate_events(parsed, NormalPool())
+    sev = {i: severity(parsed.templates[i].template, parsed.templates[i].level) for i in cands}
+    roles = event_roles(parsed, cands, sev)
+    by_text = {parsed.templates[i].template.split()[0]: i for i in cands}
+    assert roles.role.get(by_text["the"]) == CONTEXT  # "the job to be terminated. …": the rest of a sentence
+    for word in ("mpirun", "Process"):  # the sentence's first line and the line after it weigh their own
+        assert roles.inherited.get(by_text[word], 0.0) <= sev[by_text[word]], word
+
+
+def test_glog_s_failure_signal_header_introduces_the_signal_after_its_program_counter(tmp_path):
+    """glog's handler writes "*** Aborted at T (unix time) …", then "PC: @ 0x…", then the signal it caught:
+    the signal line is the report's message, shown with the header."""
+    lines = _routine(12) + [
+        '*** Aborted at 1559007036 (unix time) try "date -d @1559007036" if you are using GNU date ***',
+        "PC: @     0x7f55192ee460 (unknown)",
+        "*** SIGSEGV (@0x0) received by PID 33419 (TID 0x7f5585428e00) from PID 0; stack trace: ***",
+        "    @     0x7f55191b54b0 (unknown)",
+        "    @           0x561093 w2l::tknIdx2Ltr()",
+        "Segmentation fault (core dumped)",
+    ]
+    job = write_failed_job(tmp_path / "j", {"host-a/train.log": lines})
+    top = diagnose(job).events[0]
+    assert top.template.startswith("*** SIGSEGV"), [e.template for e in diagnose(job).events]
+    assert any(x.startswith("*** Aborted at") for x in top.examples)
+
+
+def test_torch_npu_s_report_of_a_failed_hccl_call_ranks_below_hccl_s_own_error(tmp_path):
+    lines = _routine(12) + [f"[rank1]: {line}" for line in (
+        "RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: "
+        "HcclAllreduce, error code is 6",
+        "[ERROR] 2025-04-08-18:07:20 (PID:1292363, Device:1, RankID:1) ERR01100 OPS call acl api failed.",
+        "EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. Reason: Remote Rank "
+        "did not send the data in time. Please check the reason for the rank being stuck",
+    )]
+    job = write_failed_job(tmp_path / "j", {"node0/rank1.log": lines})
+    assert diagnose(job).events[0].template.startswith("EI0006")
