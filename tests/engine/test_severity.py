@@ -22,3 +22,16 @@ def test_a_warning_of_what_could_go_wrong_weighs_less_than_one_of_what_did():
     shm = ("Unexpected bus error encountered in worker. "
            "This might be caused by insufficient shared memory (shm).")
     assert severity(shm, "ERROR") >= 0.75
+
+
+def test_an_exception_s_repr_a_terminate_with_no_exception_and_a_file_that_would_not_open_are_errors():
+    """Wordings of what broke that carry no "Error:" (public wave 10's development half): Hydra prints the
+    repr of the exception a target raised, std::terminate may run with no exception in flight, and a
+    program may say in its own words that it could not open a file."""
+    hydra = "HfHubHTTPError('The token available to HF does not allow writing to the Hub.')"
+    assert severity(hydra, None) >= 0.8
+    assert severity('ValueError("bad shape")', None) >= 0.8
+    assert severity("checkError(1)", None) < 0.5  # a call, not an exception's repr
+    assert severity("terminate called without an active exception", None) >= 0.85
+    assert severity("Couldn't open file: /data/labels/image_1423.txt", None) >= 0.9
+    assert severity("Unable to open file (unable to open file: name = 'x.h5')", None) >= 0.9
