@@ -38,3 +38,21 @@ def test_stored_signatures_are_the_enabled_patterns(sqlite_engine):
         ids = {k.id for k in stored_signatures(s)}
     assert "network-fs-not-responding" not in ids
     assert ids == {p["id"] for p in builtin_patterns()} - {"network-fs-not-responding"}
+
+
+def test_older_nccl_s_connect_failure_explains_the_unhandled_system_error_after_it(tmp_path):
+    """NCCL 2.4's socket transport says "Call to connect failed : Connection timed out" (include/socket.h);
+    it is the connect failure that the framework's "ncclCommInitRank failed: unhandled system error"
+    reports, so the diagnosis shows it first (public wave 10, Horovod across two hosts)."""
+    from engine.diagnose import diagnose
+    from tests.helpers.jobs import write_failed_job
+
+    lines = [f"2019-05-28 10:0{k}:00 INFO step {k} loss 2.{k}" for k in range(6)] + [
+        "lf-gpu9:285594:285607 [0] include/socket.h:361 NCCL WARN Call to connect failed : Connection timed out",
+        "lf-gpu9:285594:285607 [0] NCCL INFO bootstrap.cu:100 -> 2",
+        "tensorflow.python.framework.errors_impl.UnknownError: ncclCommInitRank failed: unhandled system error",
+    ]
+    job = write_failed_job(tmp_path / "j", {"lf-gpu9/pid285594.log": lines})
+    d = diagnose(job, known=library_signatures())
+    assert "Call to connect failed" in d.events[0].template
+    assert d.events[0].known == "nccl-socket-connect-failed"
