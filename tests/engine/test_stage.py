@@ -280,3 +280,16 @@ def test_an_import_at_a_modules_top_level_is_init_whatever_the_modules_file_is_a
     assert frame_rule_evidence(frames) == ("init", False, False)
     # inside a function the file still speaks: a lazy import in a data module is that module's work
     assert frame_rule_evidence([("/x/data/loader.py", "get_batch", "import numpy")])[0] == "data_loading"
+
+
+def test_a_save_opened_in_other_words_is_a_checkpoint_window_and_a_saved_model_closes_it():
+    """A word or two may stand between "Saving" and what is saved ("Saving latest checkpoint", "Saving
+    DeepSpeed Model and Optimizer", "Saving current state to …"), and "Saved model to …" ends the save."""
+    from engine.stage import _closed, stage_of_template
+
+    for line in ("Saving latest checkpoint model trained for 3 complete epochs",
+                 "Saving DeepSpeed Model and Optimizer", "Saving current state to out/checkpoint-6928"):
+        assert stage_of_template(line) == "checkpointing", line
+    assert _closed().search("Saved model to /scratch/models/run_chkpt00031.chkpt")
+    assert _closed().search("Saved best checkpoint at step 300")
+    assert stage_of_template("Saving the dataset") is None
