@@ -293,3 +293,15 @@ def test_a_save_opened_in_other_words_is_a_checkpoint_window_and_a_saved_model_c
     assert _closed().search("Saved model to /scratch/models/run_chkpt00031.chkpt")
     assert _closed().search("Saved best checkpoint at step 300")
     assert stage_of_template("Saving the dataset") is None
+
+
+def test_an_aborted_or_destroyed_nccl_communicator_is_no_sign_of_init():
+    """NCCL's INFO lines mark set-up, but "comm … - Abort COMPLETE" and "Destroy COMPLETE" follow a failure
+    at any stage (public wave 10: ranks aborting their communicators after the last save)."""
+    from engine.stage import stage_of_template
+
+    for verb in ("Abort", "Destroy"):
+        line = f"gcn66:17:19 [2] NCCL INFO comm 0xf1a9890 rank 2 nranks 4 cudaDev 2 - {verb} COMPLETE"
+        assert stage_of_template(line) != "init", verb
+    init = "gcn66:1:2 [2] NCCL INFO comm 0xf1a9890 rank 2 nranks 4 cudaDev 2 - Init COMPLETE"
+    assert stage_of_template(init) == "init"
