@@ -38,6 +38,9 @@ HEAD_MIN_SEVERITY = 0.5  # a stack's message is an alarming line (NCCL's INFO li
 # a Python or C++ stack frame, or a traceback's header (roles.py reads lines with these too)
 FRAME = re.compile(r"\s*(?:File \"|frame #|Traceback \(most recent call last\))")
 ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")  # a line that opens with an exception's name
+# a line that was wrapped reached its width: shorter lines ended where their writer ended them ("Python
+# runtime state: finalizing" before an unrelated "terminate called without an active exception")
+WRAP_WIDTH = 45
 MID_SENTENCE = re.compile(r"[A-Za-z,]$")  # a line that stops mid-sentence
 GOES_ON = re.compile(r"^[a-z]+(?:[ ,]|$)")  # goes on with a plain lower-case word ("ssh:" does not)
 
@@ -138,7 +141,7 @@ def _wrapped(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
             while True:
                 before = at_any.get(line - 1)
                 if before is None or before not in pool or before == i \
-                        or not MID_SENTENCE.search(msgs[before].rstrip()):
+                        or not MID_SENTENCE.search(msgs[before].rstrip()) or len(msgs[before]) < WRAP_WIDTH:
                     break
                 head, line = before, line - 1
                 if before not in goes_on:

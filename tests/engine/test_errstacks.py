@@ -211,3 +211,19 @@ def test_torch_npu_s_report_of_a_failed_hccl_call_ranks_below_hccl_s_own_error(t
     )]
     job = write_failed_job(tmp_path / "j", {"node0/rank1.log": lines})
     assert diagnose(job).events[0].template.startswith("EI0006")
+
+
+def test_a_short_line_ended_where_its_writer_ended_it(tmp_path):
+    """A line shorter than a wrap width was not wrapped: "Python runtime state: finalizing" and the
+    "terminate called without an active exception" after it are two reports, and CPython's fatal error
+    before them stays first."""
+    lines = _routine(12) + [
+        "Fatal Python error: PyGILState_Release: thread state 0x7f must be current when releasing",
+        "Python runtime state: finalizing",
+        "terminate called without an active exception",
+    ]
+    job = write_failed_job(tmp_path / "j", {"host-a/run.log": lines})
+    events = diagnose(job).events
+    assert events[0].template.startswith("Fatal Python error")
+    assert not any(x.startswith("terminate called") for e in events if e.template.startswith("Python runtime")
+                   for x in e.examples)

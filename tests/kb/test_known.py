@@ -48,9 +48,10 @@ def test_older_nccl_s_connect_failure_explains_the_unhandled_system_error_after_
     from tests.helpers.jobs import write_failed_job
 
     lines = [f"2019-05-28 10:0{k}:00 INFO step {k} loss 2.{k}" for k in range(6)] + [
-        "lf-gpu9:285594:285607 [0] include/socket.h:361 NCCL WARN Call to connect failed : Connection timed out",
-        "lf-gpu9:285594:285607 [0] NCCL INFO bootstrap.cu:100 -> 2",
-        "tensorflow.python.framework.errors_impl.UnknownError: ncclCommInitRank failed: unhandled system error",
+        "lf-gpu9:2855:2856 [0] include/socket.h:361 NCCL WARN Call to connect failed : Connection timed out",
+        "lf-gpu9:2855:2856 [0] NCCL INFO bootstrap.cu:100 -> 2",
+        "tensorflow.python.framework.errors_impl.UnknownError: ncclCommInitRank failed: unhandled system "
+        "error",
     ]
     job = write_failed_job(tmp_path / "j", {"lf-gpu9/pid285594.log": lines})
     d = diagnose(job, known=library_signatures())
