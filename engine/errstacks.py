@@ -53,7 +53,7 @@ class Reading:
     causes: set[int] = field(default_factory=set)  # the first stack's message in some file
     later: set[int] = field(default_factory=set)  # messages of stacks shown only after a first one
     threw: set[int] = field(default_factory=set)  # aborts with no message, after an error of their file
-    continues: dict[int, list[int]] = field(default_factory=dict)  # wrapped sentence's first line -> rest
+    continues: dict[int, list[int]] = field(default_factory=dict)  # wrapped sentence's head -> rest, in order
 
 
 @lru_cache(maxsize=1)
@@ -67,14 +67,16 @@ def _phrases() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pa
 
 
 def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
-                levels_of: dict[int, str | None], severity: dict[int, float]) -> Reading:
-    """The stacks and abort reports among the candidates (`msgs`: their header-stripped messages)."""
+                levels_of: dict[int, str | None], severity: dict[int, float],
+                indents: dict[int, int] | None = None) -> Reading:
+    """The stacks and abort reports among the candidates (`msgs`: their header-stripped messages, `indents`:
+    the blanks before each message in its line, as engine.roles reads them; none known: none)."""
     intro, continued, frame, header = _phrases()
     out = Reading()
     intros = {i for i in candidates if intro.search(msgs[i])}
     frames = {i for i in candidates if frame.search(msgs[i])}
     messages = {i for i in candidates if continued.search(msgs[i])}
-    _wrapped(parsed, candidates, msgs, levels_of, out)
+    _wrapped(parsed, candidates, msgs, levels_of, indents or {}, out)
     if not (intros or frames or messages):
         return out
     out.context |= frames
@@ -124,30 +126,33 @@ def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
 
 
 def _wrapped(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
-             levels_of: dict[int, str | None], out: Reading) -> None:
+             levels_of: dict[int, str | None], indents: dict[int, int], out: Reading) -> None:
     """The candidates that are the rest of a hard-wrapped sentence begun on the candidate line before them,
     in every file that shows them (`wrapped` in the module's doc): context, carried by the sentence's
-    first line."""
-    pool = {i for i in candidates if _prose(parsed, i, msgs[i])}
-    goes_on = {i for i in pool if levels_of.get(i) is None and GOES_ON.match(msgs[i]) and "=" not in msgs[i]}
+    first line, and listed with it in their order in the first file that shows them (`continues`)."""
+    prose = {i for i in candidates if _prose(msgs[i], indents.get(i, 0))}
+    goes_on = {i for i in prose if levels_of.get(i) is None and GOES_ON.match(msgs[i]) and "=" not in msgs[i]}
     if not goes_on:
         return
     heads: dict[int, set[int]] = {}  # continuation -> the first line of its sentence, per file
+    first_at: dict[int, int] = {}  # continuation -> its line in the first file that shows it
     for pos in parsed.positions.values():
         at = {first: i for i, (first, _) in pos.items()}
         at_any = {**{last: i for i, (_, last) in pos.items()}, **at}
         for i in goes_on & pos.keys():
             line, head = pos[i][0], None
+            first_at.setdefault(i, line)
             while True:
                 before = at_any.get(line - 1)
-                if before is None or before not in pool or before == i \
+                if before is None or before not in prose or before == i \
                         or not MID_SENTENCE.search(msgs[before].rstrip()) or len(msgs[before]) < WRAP_WIDTH:
                     break
                 head, line = before, line - 1
                 if before not in goes_on:
                     break
             heads.setdefault(i, set()).add(head if head is not None else -1)
-    for i, found in heads.items():
+    for i in sorted(heads, key=first_at.__getitem__):
+        found = heads[i]
         if len(found) != 1 or -1 in found:
             continue  # not the rest of one sentence everywhere it stands
         (head,) = found
@@ -158,14 +163,10 @@ def _wrapped(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
         out.continues.setdefault(head, []).append(i)
 
 
-def _prose(parsed: ParsedJob, i: int, msg: str) -> bool:
-    """Whether event `i` reads as a line of prose: three words or more, not a frame, not indented (the
+def _prose(msg: str, indent: int) -> bool:
+    """Whether a message reads as a line of prose: three words or more, not a frame, not indented (the
     code line under a frame goes on with a lower-case word too)."""
-    if len(msg.split()) < 3 or FRAME.match(msg):
-        return False
-    raw = parsed.templates[i].examples[0] if parsed.templates[i].examples else msg
-    at = raw.find(msg)
-    return at <= 0 or raw[at - 1] != " "
+    return len(msg.split()) >= 3 and not FRAME.match(msg) and indent == 0
 
 
 def _body(parsed: ParsedJob, m: int, line: int, at: dict[int, int], pool: set[int], msgs: dict[int, str],

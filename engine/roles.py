@@ -34,7 +34,7 @@ Phrases are data (`engine/data/severity.yaml`, `roles`); quoting and labels are 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -131,6 +131,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     out = Roles()
     label_rx = _lexicon()[1]
     msgs: dict[int, str] = {}
+    indents: dict[int, int] = {}
     labels: list[int] = []
     indented: set[int] = set()
     decorated = _decorated(parsed, candidates)
@@ -139,7 +140,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
         role = lexicon_role(t.template)
         raw = t.examples[0] if t.examples else t.template
         msg, indent = _message_and_indent(raw, decorated.get(i))
-        msgs[i] = msg
+        msgs[i], indents[i] = msg, indent
         if role is None and indent >= CODE_INDENT and not ERROR_LINE.match(msg):
             role = CONTEXT
             indented.add(i)
@@ -150,7 +151,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
             out.role[i] = role
         if role in (CASCADE, WRAPPER) and _disconnect().search(t.template):
             out.disconnects.add(i)
-    _stacks(parsed, candidates, msgs, severity, out)
+    _stacks(parsed, candidates, msgs, indents, severity, out)
     _label_successors(parsed, labels, severity, out, set(candidates))
     _chain_causes(parsed, candidates, msgs, out)
     _exception_lines(parsed, candidates, msgs, out)
@@ -184,20 +185,21 @@ def _excerpt(parsed: ParsedJob, candidates: list[int], severity: dict[int, float
             out.inherited[i] = max(out.inherited.get(i, 0.0), PASTE_SEVERITY)
 
 
-def _first_line(parsed: ParsedJob, i: int) -> int:
-    """The first line event `i` stands on in the first file that shows it (for ordering a file's lines)."""
-    for pos in parsed.positions.values():
-        if i in pos:
-            return pos[i][0]
-    return 0
+def _show_together(parsed: ParsedJob, out: Roles, event: int, lines: Iterable[int]) -> None:
+    """Event `event` is shown with the first example line of each of `lines`, in their order."""
+    shown = out.evidence.setdefault(event, [])
+    for j in lines:
+        raw = parsed.templates[j].examples[0] if parsed.templates[j].examples else None
+        if raw is not None and raw not in shown:
+            shown.append(raw)
 
 
-def _stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], severity: dict[int, float],
-            out: Roles) -> None:
+def _stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], indents: dict[int, int],
+            severity: dict[int, float], out: Roles) -> None:
     """Abort reports and return traces (`engine.errstacks`): the lines that only carry a message are
     context, the message weighs what they do, and a stack shown after a file's first is a consequence."""
     reading = read_stacks(parsed, candidates, msgs, {i: parsed.templates[i].level for i in candidates},
-                          severity)
+                          severity, indents)
     for i in reading.context:
         out.role[i] = CONTEXT
     for m, carriers in reading.carried.items():
@@ -208,19 +210,11 @@ def _stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], seve
     # the abort's line that names the exception ("terminate called after throwing an instance of
     # 'gloo::EnforceNotMet'") is shown with its message: the two lines are one report
     for m, intros in reading.introduced.items():
-        shown = out.evidence.setdefault(m, [])
-        for j in (*intros, m):
-            raw = parsed.templates[j].examples[0] if parsed.templates[j].examples else None
-            if raw is not None and raw not in shown:
-                shown.append(raw)
+        _show_together(parsed, out, m, (*intros, m))
     # a hard-wrapped sentence is shown whole, its first line and the rest in their order
     for head, rest in reading.continues.items():
         out.wrapped.update(rest)
-        shown = out.evidence.setdefault(head, [])
-        for j in (head, *sorted(rest, key=lambda r: _first_line(parsed, r))):
-            raw = parsed.templates[j].examples[0] if parsed.templates[j].examples else None
-            if raw is not None and raw not in shown:
-                shown.append(raw)
+        _show_together(parsed, out, head, (head, *rest))
     weight = _chain()[1]
     for i in reading.causes:
         if out.role.get(i) is None:

@@ -13,6 +13,14 @@ def _routine(n: int, host: str = "") -> list[str]:
             for k in range(n)]
 
 
+def _read(job):
+    """(parsed job, candidate events, their severities, their roles), as the ranking reads them."""
+    parsed = parse_jobs([job])[0]
+    cands = candidate_events(parsed, NormalPool())
+    sev = {i: severity(parsed.templates[i].template, parsed.templates[i].level) for i in cands}
+    return parsed, cands, sev, event_roles(parsed, cands, sev)
+
+
 def test_the_what_line_and_its_wrapped_body_hold_the_abort_s_message(tmp_path):
     lines = _routine(12) + [
         "terminate called after throwing an instance of 'std::runtime_error'",
@@ -22,10 +30,7 @@ def test_the_what_line_and_its_wrapped_body_hold_the_abort_s_message(tmp_path):
     job = write_failed_job(tmp_path / "j", {"host-a/worker.log": lines})
     d = diagnose(job)
     assert "what():" in d.events[0].template and "pinned host buffer" in d.events[0].template
-    parsed = parse_jobs([job])[0]
-    cands = candidate_events(parsed, NormalPool())
-    sev = {i: severity(parsed.templates[i].template, parsed.templates[i].level) for i in cands}
-    roles = event_roles(parsed, cands, sev)
+    parsed, cands, sev, roles = _read(job)
     by_text = {parsed.templates[i].template.split()[0]: i for i in cands}
     assert roles.role.get(by_text["terminate"]) == CONTEXT  # the type only
     assert roles.role.get(by_text["ed:"]) == CONTEXT  # the wrapped rest of the message
@@ -76,10 +81,7 @@ def test_the_first_return_trace_s_message_is_the_cause_and_its_frames_are_contex
     assert not any(" -> " in e.template for e in d.events)  # frames are no events
     later = [k for k, e in enumerate(d.events) if "Cuda failure" in e.template]
     assert later and later[0] > 0
-    parsed = parse_jobs([job])[0]
-    cands = candidate_events(parsed, NormalPool())
-    sev = {i: severity(parsed.templates[i].template, parsed.templates[i].level) for i in cands}
-    roles = event_roles(parsed, cands, sev)
+    parsed, cands, sev, roles = _read(job)
     assert ["Cuda failure" in parsed.templates[i].template for i in roles.late] == [True]
     assert all(roles.role.get(i) == CONTEXT for i in cands if " -> " in parsed.templates[i].template)
 
@@ -146,10 +148,7 @@ def test_a_lower_case_line_after_a_finished_sentence_or_a_levelled_line_is_its_o
         "2025-02-03 04:02:01 ERROR rendezvous failed after 3 attempts",
     ]
     job = write_failed_job(tmp_path / "j", {"host-a/worker.log": lines})
-    parsed = parse_jobs([job])[0]
-    cands = candidate_events(parsed, NormalPool())
-    sev = {i: severity(parsed.templates[i].template, parsed.templates[i].level) for i in cands}
-    roles = event_roles(parsed, cands, sev)
+    parsed, cands, sev, roles = _read(job)
     for i in cands:
         t = parsed.templates[i].template
         if t.startswith(("ssh:", "rendezvous failed")):
@@ -174,10 +173,7 @@ def test_the_line_after_a_wrapped_sentence_is_no_traceback_s_exception(tmp_path)
     ]
     job = write_failed_job(tmp_path / "j", {"algo-1/algo-1.log": _routine(12) + tb})
     assert diagnose(job).events[0].template.startswith("ImportError")
-    parsed = parse_jobs([job])[0]
-    cands = candidate_events(parsed, NormalPool())
-    sev = {i: severity(parsed.templates[i].template, parsed.templates[i].level) for i in cands}
-    roles = event_roles(parsed, cands, sev)
+    parsed, cands, sev, roles = _read(job)
     by_text = {parsed.templates[i].template.split()[0]: i for i in cands}
     assert roles.role.get(by_text["the"]) == CONTEXT  # "the job to be terminated. …": the rest of a sentence
     for word in ("mpirun", "Process"):  # the sentence's first line and the line after it weigh their own
