@@ -9,9 +9,11 @@ which cross-job filtering needs.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from drain3 import TemplateMiner
@@ -27,6 +29,7 @@ from engine.ingest import JobSpec, discover
 from engine.iterruns import IterationRuns
 from engine.masking import MASK, mask
 from engine.model import ParsedJob, Stats, TemplateStat
+from engine.rules import load
 from engine.scan import COARSE, FileScan, head_decoration, may_hold_number, message_level, scan_planned
 
 MAX_CLUSTERS = 20000
@@ -55,6 +58,7 @@ class _CappedDrain(Drain):
     singles: dict[str, int]  # one-word template -> its cluster id (set by new_miner)
     words: dict[int, dict[tuple[int, str], list[int]]]  # id(leaf) -> (place, word) -> cluster ids
     general: dict[int, int]  # id(leaf) -> its most general template's cluster (see _general)
+    apart: dict[int, tuple[int, ...]]  # cluster id -> places of its keep-apart tokens (see _apart)
 
     def tree_search(self, root_node, tokens, sim_th, include_params):  # drain3's signature
         if len(tokens) == 1 and _constant(tokens[0]):
@@ -98,10 +102,15 @@ class _CappedDrain(Drain):
 
     def _closest(self, cluster_ids, tokens, include_params):
         best, best_sim, best_params = None, -1.0, -1
+        own = _apart(tokens)
         for cid in cluster_ids:
             cluster = self.id_to_cluster.get(cid)
             if cluster is None:
                 continue
+            if own or cid in self.apart:
+                template = cluster.log_template_tokens
+                if any(template[i] != tokens[i] for i in (*own, *self.apart.get(cid, ()))):
+                    continue  # a NaN where the template has a number, or the other way round
             sim, params = self.get_seq_distance(cluster.log_template_tokens, tokens, include_params)
             if sim > best_sim or (sim == best_sim and params > best_params):
                 best, best_sim, best_params = cluster, sim, params
@@ -115,6 +124,9 @@ class _CappedDrain(Drain):
             self.singles[tokens[0]] = cluster.cluster_id
             return
         super().add_seq_to_prefix_tree(root_node, cluster)
+        places = _apart(tokens)
+        if places:
+            self.apart[cluster.cluster_id] = places
         leaf = self._leaf(root_node, tokens) if tokens else None
         if leaf is not None:  # templates only lose words later, so the index may only hold too many
             index = self.words.setdefault(id(leaf), {})
@@ -125,6 +137,23 @@ class _CappedDrain(Drain):
     def fast_match(self, cluster_ids, tokens, sim_th, include_params):  # drain3's signature
         best, sim = self._closest(cluster_ids, tokens, include_params)
         return best if sim >= sim_th else None
+
+
+@lru_cache(maxsize=1)
+def _keep_apart() -> re.Pattern[str]:
+    return re.compile(load("masking")["keep_apart"])
+
+
+_MAY_BE_APART = re.compile(r"(?<![A-Za-z])(?:nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)(?![A-Za-z])")
+
+
+def _apart(tokens: Sequence[str]) -> tuple[int, ...]:
+    """The places of `tokens` that hold a keep-apart value (masking.yaml: a NaN or an infinity where a
+    number is printed): a template and a line must agree there to be one template."""
+    if _MAY_BE_APART.search(" ".join(tokens)) is None:  # one search per line: nearly every line has none
+        return ()
+    rx = _keep_apart()
+    return tuple(i for i, t in enumerate(tokens) if rx.match(t))
 
 
 def _constant(token: str) -> bool:
@@ -148,6 +177,7 @@ def new_miner(sim_th: float = 0.6, depth: int = 5, max_clusters: int = MAX_CLUST
     miner.drain.singles = {}
     miner.drain.words = {}
     miner.drain.general = {}
+    miner.drain.apart = {}
     return miner
 
 

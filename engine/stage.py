@@ -57,7 +57,7 @@ _CURRENT_THREAD = re.compile(r"^Current thread 0x[0-9a-fA-F]+ \(most recent call
 FAULT_REACH = 60  # lines after the failure line searched for a faulthandler dump's crashing thread
 _CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_DIGITS = str.maketrans("0123456789", "0000000000")
+_DIGIT_RUN = re.compile(r"\d+")  # a line's shape: each run of digits as "0" ("iter 990" and "iter 1000" alike)
 
 
 @lru_cache(maxsize=1)
@@ -626,7 +626,7 @@ def _log_stage(window: Window) -> str | None:
     before_ckpt: str | None = None
     opener: int | None = None  # the rank whose launcher prefix the line that opened the save window names
     for (k, msg), alarm in zip(segments, alarming, strict=True):
-        key = msg.translate(_DIGITS)
+        key = _DIGIT_RUN.sub("0", msg)
         if alarm and key not in progress:
             hint = _head_stage(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
             if hint is None:
@@ -717,7 +717,7 @@ def _progress(segments: list[tuple[int, str]], alarming: list[bool]) -> set[str]
     for (_, msg), alarm in zip(segments, alarming, strict=True):
         if frames is not None and frames.search(msg) or alarm:
             continue  # a stack frame, or a warning whose numbers rise (ports, retries): no progress
-        key = msg.translate(_DIGITS)
+        key = _DIGIT_RUN.sub("0", msg)
         if "0" in key:
             numbers[key].append([float(x) for x in _NUMBER.findall(msg)])
     out = set()

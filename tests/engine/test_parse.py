@@ -42,3 +42,24 @@ def test_past_the_hard_cap_the_closest_template_takes_the_line():
     clusters = len(miner.drain.id_to_cluster)
     _template(miner, "x1000 y1000 unrelated words")
     assert len(miner.drain.id_to_cluster) == clusters  # bounded: it joined one
+
+
+def test_a_nan_never_joins_a_template_where_the_others_print_a_number():
+    """`loss nan` in a line worded like every progress line before it is the failure (public: nanoGPT's
+    "iter 3010: loss nan, time …"): it keeps a template of its own, and numbers never join that one."""
+    miner = new_miner()
+    number = [_template(miner, f"iter <*>: loss {v}, time <*>ms") for v in ("<*>", "<*>")]
+    assert number == ["iter <*>: loss <*>, time <*>ms"] * 2
+    assert _template(miner, "iter <*>: loss nan, time <*>ms") == "iter <*>: loss nan, time <*>ms"
+    assert _template(miner, "iter <*>: loss <*>, time <*>ms") == "iter <*>: loss <*>, time <*>ms"
+    assert _template(miner, "iter <*>: loss nan, time <*>ms") == "iter <*>: loss nan, time <*>ms"
+    assert _template(miner, "step=<*> loss=<*> lr=<*>") == "step=<*> loss=<*> lr=<*>"
+    assert _template(miner, "step=<*> loss=<*> lr=inf") == "step=<*> loss=<*> lr=inf"  # `name=inf` too
+    assert len(miner.drain.id_to_cluster) == 4
+
+
+def test_words_that_hold_nan_or_inf_are_no_keep_apart_values():
+    from engine.parse import _apart
+
+    assert _apart("INFO inference info nano Finance loss".split()) == ()
+    assert _apart(["{'loss':", "nan,", "'grad_norm':", "inf}"]) == (1, 3)

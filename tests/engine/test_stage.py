@@ -305,3 +305,13 @@ def test_an_aborted_or_destroyed_nccl_communicator_is_no_sign_of_init():
         assert stage_of_template(line) != "init", verb
     init = "gcn66:1:2 [2] NCCL INFO comm 0xf1a9890 rank 2 nranks 4 cudaDev 2 - Init COMPLETE"
     assert stage_of_template(init) == "init"
+
+
+def test_progress_whose_numbers_grow_a_digit_is_still_one_line_shape(tmp_path):
+    """A progress line is known by its shape with each run of digits as one: "iter 990" and "iter 1000",
+    "time 1097.65ms" and "time 35392.33ms" (a step slowed by a save) are the same line (public:
+    nanoGPT's iteration after its checkpoint save, the failure right after)."""
+    failing = [f"iter {i}: loss 3.9{i % 7}, time 10{i % 9}.3ms" for i in range(960, 1000, 10)]
+    failing += ["saving checkpoint to out", "iter 1000: loss 4.2490, time 35392.33ms",
+                "iter 1010: loss nan, time 1019.95ms"]
+    assert rules_stage(_job(tmp_path / "j", {0: failing})) == "training"
