@@ -253,3 +253,20 @@ def test_a_wrapper_saying_the_peer_went_away_is_the_root_when_nothing_else_is(tm
     d = diagnose(_job(tmp_path / "j", {"node-0/rank-0.log": failing}))
     first = d.events[0].template
     assert first.startswith("torch.distributed.DistBackendError"), [e.template for e in d.events]
+
+
+def test_the_watchdogs_summary_ranks_below_the_timeout_it_caught(tmp_path):
+    """"Exception (either an error or timeout) detected by watchdog at work: N" restates the timeout the
+    watchdog reported on the line before (public: a 10-minute broadcast timeout on two ranks)."""
+    files = {}
+    for r in (1, 2):
+        files[f"node0/rank{r}.log"] = [
+            f"[rank{r}]:[E228 11:53:22.97493885{r} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=290583, OpType=BROADCAST, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600017 milliseconds before timing out."]
+    files["node0/rank2.log"].append(
+        "[rank2]:[E228 11:53:22.975958707 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 2] Exception "
+        "(either an error or timeout) detected by watchdog at work: 290583, last enqueued NCCL work: 290583, "
+        "last completed NCCL work: 290582.")
+    d = diagnose(_job(tmp_path / "j", files))
+    assert "Watchdog caught collective operation timeout" in d.events[0].template
