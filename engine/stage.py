@@ -57,7 +57,7 @@ _CURRENT_THREAD = re.compile(r"^Current thread 0x[0-9a-fA-F]+ \(most recent call
 FAULT_REACH = 60  # lines after the failure line searched for a faulthandler dump's crashing thread
 _CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_DIGIT_RUN = re.compile(r"\d+")  # a line's shape: each run of digits as "0" ("iter 990" and "iter 1000" alike)
+_DIGIT_RUN = re.compile(r"\d+")  # a line's shape: each digit run as "0" ("iter 990", "iter 1000" alike)
 
 
 @lru_cache(maxsize=1)

@@ -261,8 +261,8 @@ def test_the_watchdogs_summary_ranks_below_the_timeout_it_caught(tmp_path):
     files = {}
     for r in (1, 2):
         files[f"node0/rank{r}.log"] = [
-            f"[rank{r}]:[E228 11:53:22.97493885{r} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
-            "operation timeout: WorkNCCL(SeqNum=290583, OpType=BROADCAST, NumelIn=1, NumelOut=1, "
+            f"[rank{r}]:[E228 11:53:22.97493885{r} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=290583, OpType=BROADCAST, NumelIn=1, NumelOut=1, "
             "Timeout(ms)=600000) ran for 600017 milliseconds before timing out."]
     files["node0/rank2.log"].append(
         "[rank2]:[E228 11:53:22.975958707 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 2] Exception "
