@@ -34,7 +34,7 @@ WAVE9_AT_LEAST = 40
 WAVE10 = CORPUS / "_wave10"
 WAVE10_AT_LEAST = 40
 WAVE11 = CORPUS / "_wave11"
-WAVE11_AT_LEAST = 10
+WAVE11_AT_LEAST = 40
 
 
 def _truth(case: Path) -> dict:
