@@ -34,7 +34,7 @@ WAVE9_AT_LEAST = 40
 WAVE10 = CORPUS / "_wave10"
 WAVE10_AT_LEAST = 40
 WAVE12 = CORPUS / "_wave12"
-WAVE12_AT_LEAST = 15
+WAVE12_AT_LEAST = 40
 
 
 def _truth(case: Path) -> dict:
