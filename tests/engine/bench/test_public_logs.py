@@ -125,7 +125,7 @@ def test_the_whole_corpus_loads_every_wave_and_no_view():
     """`l4 bench eval tests/fixtures/public_logs` reads the case folders of all waves (a view folder
     has no truth.json of its own, so it is not a case) and each case once."""
     names = [d.name for d in CASES]
-    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12))
+    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in range(1, 13))
     assert not any(name.startswith("_wave") for name in names)
 
 
