@@ -625,8 +625,11 @@ def _log_stage(window: Window) -> str | None:
     stage: str | None = None
     before_ckpt: str | None = None
     opener: int | None = None  # the rank whose launcher prefix the line that opened the save window names
+    shapes: list[str] = []  # per segment: its shape
+    saves: set[int] = set()  # segments that open or close a save
     for (k, msg), alarm in zip(segments, alarming, strict=True):
         key = _DIGIT_RUN.sub("0", msg)
+        shapes.append(key)
         if alarm and key not in progress:
             hint = _head_stage(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
             if hint is None:
@@ -634,6 +637,8 @@ def _log_stage(window: Window) -> str | None:
         else:
             hint = stage_of_template(msg)
         closed = _closed().search(msg) is not None
+        if closed or hint == "checkpointing":
+            saves.add(len(shapes) - 1)
         if stage == "checkpointing" and (closed or key in progress and hint != "checkpointing"):
             stage = before_ckpt or "training"  # the save finished, or progress resumed after it
             if closed:
@@ -651,7 +656,21 @@ def _log_stage(window: Window) -> str | None:
         return head_hint
     if stage == "checkpointing" and None not in (opener, failing_rank) and opener != failing_rank:
         return before_ckpt or "training"  # a shared console: the save is another rank's
+    if stage == "training" and _save_came_next(shapes, saves):
+        return "checkpointing"
     return stage
+
+
+def _save_came_next(shapes: list[str], saves: set[int]) -> bool:
+    """The rank's last line before the failure is one after which, every earlier time the rank logged it,
+    a save came (a line opening or closing one): the rank failed where its periodic save was due — in the
+    save, which some programs log only when it is done (MXNet's "Epoch[38] Time cost=76.2", then "Saved
+    checkpoint to …-0039.params"; "Epoch[39] Time cost=75.3", then the failed write)."""
+    if len(shapes) < 2 or len(shapes) - 1 in saves:
+        return False
+    last = shapes[-1]
+    earlier = [j for j in range(len(shapes) - 1) if shapes[j] == last]
+    return bool(earlier) and all(j + 1 in saves for j in earlier)
 
 
 _CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")

@@ -270,3 +270,14 @@ def test_the_watchdogs_summary_ranks_below_the_timeout_it_caught(tmp_path):
         "last completed NCCL work: 290582.")
     d = diagnose(_job(tmp_path / "j", files))
     assert "Watchdog caught collective operation timeout" in d.events[0].template
+
+
+def test_sruns_task_reports_are_a_report_or_a_consequence():
+    """srun's "node12: task 3: Killed" (its "srun: error:" header stripped) reports a death the rank may not
+    have logged; "Exited with exit code 1" and "Aborted (core dumped)" echo what the task logged itself."""
+    from engine.roles import lexicon_role
+
+    assert lexicon_role("gpu-a1: tasks <*>-<*>: Killed") == "report"
+    assert lexicon_role("nid001: task <*>: Segmentation fault (core dumped)") == "report"
+    assert lexicon_role("nid001: task <*>: Exited with exit code <*>") == "consequence"
+    assert lexicon_role("node12: task <*>: Aborted (core dumped)") == "consequence"

@@ -35,3 +35,10 @@ def test_an_exception_s_repr_a_terminate_with_no_exception_and_a_file_that_would
     assert severity("terminate called without an active exception", None) >= 0.85
     assert severity("Couldn't open file: /data/labels/image_1423.txt", None) >= 0.9
     assert severity("Unable to open file (unable to open file: name = 'x.h5')", None) >= 0.9
+
+
+def test_an_exception_line_quoted_in_prose_is_an_error():
+    """A paste that quotes the error in backticks (public, fairseq: "`FloatingPointError: Minimum loss scale
+    reached (0.0001)`") weighs as the exception line does."""
+    assert severity("`FloatingPointError: Minimum loss scale reached (<*>.<*>)`", None) >= 0.8
+    assert severity("FloatingPointError: Minimum loss scale reached", None) >= 0.8

@@ -315,3 +315,27 @@ def test_progress_whose_numbers_grow_a_digit_is_still_one_line_shape(tmp_path):
     failing += ["saving checkpoint to out", "iter 1000: loss 4.2490, time 35392.33ms",
                 "iter 1010: loss nan, time 1019.95ms"]
     assert rules_stage(_job(tmp_path / "j", {0: failing})) == "training"
+
+
+def test_a_failure_where_the_periodic_save_was_due_is_checkpointing(tmp_path):
+    """MXNet logs a save when it is done ("Saved checkpoint to …"): a failure right after the line that
+    each earlier time came just before a save is in that save (public: a write that failed at epoch 39)."""
+    failing = []
+    for epoch in range(36, 40):
+        failing += [f"INFO:root:Epoch[{epoch}] Batch [{b}]  Speed: 18.3 samples/sec" for b in (20, 40, 60)]
+        failing += [f"INFO:root:Epoch[{epoch}] Time cost=76.{epoch}"]
+        if epoch < 39:
+            failing += [f'INFO:root:Saved checkpoint to "./models/r152-00{epoch + 1}.params"',
+                        f"INFO:root:Epoch[{epoch}] Validation-accuracy=0.46"]
+    failing += ["[16:24:41] src/io/local_filesys.cc:39: Check failed: std::fwrite(ptr, 1, size, fp_) == size"]
+    assert rules_stage(_job(tmp_path / "j", {0: failing})) == "checkpointing"
+    # the same line, never followed by a save before: the rank was training
+    plain = [line for line in failing if "Saved checkpoint" not in line]
+    assert rules_stage(_job(tmp_path / "k", {0: plain})) == "training"
+
+
+def test_lightnings_end_of_fit_marks_teardown():
+    from engine.stage import stage_of_template
+
+    assert stage_of_template("`Trainer.fit` stopped: `max_epochs=10` reached.") == "teardown"
+    assert stage_of_template("`Trainer.fit` stopped: `max_steps=500` reached.") == "teardown"
