@@ -33,6 +33,7 @@ Phrases are data (`engine/data/severity.yaml`, `roles`); quoting and labels are 
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -160,7 +161,41 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     _quoting(parsed, candidates, severity, msgs, out)
     _killed_first(parsed, candidates, out)
     _excerpt(parsed, candidates, severity, msgs, indented, out)
+    _open_traceback_ends(parsed, candidates, severity, msgs, out)
     return out
+
+
+STOOD_SEVERITY = 0.6  # the code line a file's last, unfinished traceback ends at (see _open_traceback_ends)
+_PY_FRAME = re.compile(r'^\s*File "[^"]*", line \d+,? in ')
+
+
+def _open_traceback_ends(parsed: ParsedJob, candidates: list[int], severity: dict[int, float],
+                         msgs: dict[int, str], out: Roles) -> None:
+    """A file that ends in a traceback's frame and its code line, with no exception after them, was
+    stopped there: a hung process interrupted (`^C`, a launcher left waiting in `os.waitpid`) or a paste
+    that ends at the stack the process stood in. With nothing alarming in the job (no error, no launcher's
+report, no timeout: a paste cut inside a traceback leaves its error out, not those), that code line is
+    where it stood: no mere context, it weighs STOOD_SEVERITY (public: torch.distributed.launch's
+    `os.waitpid` after the last epoch, fairseq's spawn `join=True,` after "done training")."""
+    if parsed.status == "succeeded":
+        return
+    cands = set(candidates)
+    if any(severity.get(i, 0.0) >= STOOD_SEVERITY and out.role.get(i) != CONTEXT for i in candidates):
+        return  # an error, a launcher's report, a timeout: the job says what went wrong
+    for pos in parsed.positions.values():
+        last = heapq.nlargest(2, ((p[1], c) for c, p in pos.items()))  # the file's last two lines' templates
+        if len(last) < 2 or last[0][1] not in cands or last[1][0] != last[0][0] - 1:
+            continue
+        code, frame = last[0][1], last[1][1]
+        framed = _PY_FRAME.match(msgs.get(frame) or _first_message(parsed, frame))
+        if out.role.get(code) == CONTEXT and framed:
+            del out.role[code]
+            out.inherited[code] = max(out.inherited.get(code, 0.0), STOOD_SEVERITY)
+
+
+def _first_message(parsed: ParsedJob, i: int) -> str:
+    t = parsed.templates[i]
+    return _message_and_indent(t.examples[0] if t.examples else t.template)[0]
 
 
 def _excerpt(parsed: ParsedJob, candidates: list[int], severity: dict[int, float], msgs: dict[int, str],

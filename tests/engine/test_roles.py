@@ -281,3 +281,18 @@ def test_sruns_task_reports_are_a_report_or_a_consequence():
     assert lexicon_role("nid001: task <*>: Segmentation fault (core dumped)") == "report"
     assert lexicon_role("nid001: task <*>: Exited with exit code <*>") == "consequence"
     assert lexicon_role("node12: task <*>: Aborted (core dumped)") == "consequence"
+
+
+def test_a_file_that_ends_in_a_frame_and_its_code_line_stood_there(tmp_path):
+    """A launcher left waiting for a worker that never exits, interrupted: its traceback ends at the frame
+    it stood in, with no exception after it (public: torch.distributed.launch's `os.waitpid`)."""
+    hung = ["Epoch 20 done, saving model", "^CTraceback (most recent call last):",
+            '  File "/usr/lib/python3.7/site-packages/torch/distributed/launch.py", line 253, in main',
+            "    process.wait()",
+            '  File "/usr/lib/python3.7/subprocess.py", line 1611, in _try_wait',
+            "    (pid, sts) = os.waitpid(self.pid, wait_flags)"]
+    d = diagnose(_job(tmp_path / "j", {"node0/console.log": hung}))
+    assert d.events and d.events[0].template.strip() == "(pid, sts) = os.waitpid(self.pid, wait_flags)"
+    raised = [*hung, "KeyboardInterrupt"]
+    d = diagnose(_job(tmp_path / "k", {"node0/console.log": raised}))
+    assert d.events[0].template != "(pid, sts) = os.waitpid(self.pid, wait_flags)"

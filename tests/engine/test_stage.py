@@ -334,8 +334,9 @@ def test_a_failure_where_the_periodic_save_was_due_is_checkpointing(tmp_path):
     assert rules_stage(_job(tmp_path / "k", {0: plain})) == "training"
 
 
-def test_lightnings_end_of_fit_marks_teardown():
+def test_the_end_of_a_run_in_lightnings_or_fairseqs_words_marks_teardown():
     from engine.stage import stage_of_template
 
+    assert stage_of_template("INFO | fairseq_cli.train | done training in 162.1 seconds") == "teardown"
     assert stage_of_template("`Trainer.fit` stopped: `max_epochs=10` reached.") == "teardown"
     assert stage_of_template("`Trainer.fit` stopped: `max_steps=500` reached.") == "teardown"
