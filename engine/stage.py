@@ -58,6 +58,12 @@ FAULT_REACH = 60  # lines after the failure line searched for a faulthandler dum
 _CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _DIGIT_RUN = re.compile(r"\d+")  # a line's shape: each digit run as "0" ("iter 990", "iter 1000" alike)
+_BAR = re.compile(r"\|[\u2580-\u259f #=>.-]*\|")  # ... and a bar's glyphs as one ("|▍   |", "|███ |")
+
+
+def _shape(msg: str) -> str:
+    """A line's shape: what stays when the numbers and a progress bar's filling change."""
+    return _DIGIT_RUN.sub("0", _BAR.sub("|#|", msg))
 
 
 @lru_cache(maxsize=1)
@@ -612,13 +618,20 @@ def log_stage(window: Window) -> str | None:
 def _log_stage(window: Window) -> str | None:
     segments: list[tuple[int, str]] = []
     msgs = window_messages(window.lines)
-    for k, line in enumerate(window.lines[: traceback_start(window)]):
+    at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
+    failing_rank = parse_header(at).rank if at else None
+    before = window.lines[: traceback_start(window)]
+    # a console that labels each rank's lines (torchrun's `[default1]:`, srun -l's `1: `): its unlabelled
+    # lines are the launcher's own (its rendezvous and restarts), not what the failing rank was doing
+    labelled = [parse_header(line).rank is not None for line in before] if failing_rank is not None else []
+    launcher_lines = any(labelled) and not all(labelled)
+    for k, line in enumerate(before):
+        if launcher_lines and not labelled[k]:
+            continue
         parts = line.split("\r")
         for msg in (_message(part) for part in parts) if len(parts) > 1 else (msgs[k],):
             if msg:
                 segments.append((k, msg))
-    at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
-    failing_rank = parse_header(at).rank if at else None
     head = _message(at.split("\r")[-1])[:HEAD_CHARS]  # the failure line may start with what it was doing
     alarming = [severity(msg, None) >= MARKER_MAX_SEVERITY for _, msg in segments]
     progress = _progress(segments, alarming)
@@ -628,7 +641,7 @@ def _log_stage(window: Window) -> str | None:
     shapes: list[str] = []  # per segment: its shape
     saves: set[int] = set()  # segments that open or close a save
     for (k, msg), alarm in zip(segments, alarming, strict=True):
-        key = _DIGIT_RUN.sub("0", msg)
+        key = _shape(msg)
         shapes.append(key)
         if alarm and key not in progress:
             hint = _head_stage(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
@@ -736,7 +749,7 @@ def _progress(segments: list[tuple[int, str]], alarming: list[bool]) -> set[str]
     for (_, msg), alarm in zip(segments, alarming, strict=True):
         if frames is not None and frames.search(msg) or alarm:
             continue  # a stack frame, or a warning whose numbers rise (ports, retries): no progress
-        key = _DIGIT_RUN.sub("0", msg)
+        key = _shape(msg)
         if "0" in key:
             numbers[key].append([float(x) for x in _NUMBER.findall(msg)])
     out = set()

@@ -340,3 +340,12 @@ def test_the_end_of_a_run_in_lightnings_or_fairseqs_words_marks_teardown():
     assert stage_of_template("INFO | fairseq_cli.train | done training in 162.1 seconds") == "teardown"
     assert stage_of_template("`Trainer.fit` stopped: `max_epochs=10` reached.") == "teardown"
     assert stage_of_template("`Trainer.fit` stopped: `max_steps=500` reached.") == "teardown"
+
+
+def test_a_tqdm_bar_is_one_line_shape_whatever_its_filling(tmp_path):
+    """A bar's glyphs change as it fills ("|▍         |", "|███▍      |"): the same progress line all the
+    same (real run: TorchTune's "1|7|Loss: 4.44:  30%|███       | 7/23" after a periodic save)."""
+    from engine.stage import _shape
+
+    assert _shape("1|7|Loss: 4.44:  30%|███       | 7/23 [00:00<00:00, 19.97it/s]") == _shape(
+        "1|12|Loss: 4.1:  52%|█████▏    | 12/23 [00:01<00:00, 19.1it/s]")
