@@ -620,14 +620,7 @@ def _log_stage(window: Window) -> str | None:
     msgs = window_messages(window.lines)
     at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
     failing_rank = parse_header(at).rank if at else None
-    before = window.lines[: traceback_start(window)]
-    # a console that labels each rank's lines (torchrun's `[default1]:`, srun -l's `1: `): its unlabelled
-    # lines are the launcher's own (its rendezvous and restarts), not what the failing rank was doing
-    labelled = [parse_header(line).rank is not None for line in before] if failing_rank is not None else []
-    launcher_lines = any(labelled) and not all(labelled)
-    for k, line in enumerate(before):
-        if launcher_lines and not labelled[k]:
-            continue
+    for k, line in enumerate(window.lines[: traceback_start(window)]):
         parts = line.split("\r")
         for msg in (_message(part) for part in parts) if len(parts) > 1 else (msgs[k],):
             if msg:
