@@ -46,6 +46,7 @@ from engine.launcher import first_failures
 from engine.masking import MASK
 from engine.model import ParsedJob
 from engine.rules import load
+from engine.window import read_window
 
 CASCADE, CONSEQUENCE, REPORT, WRAPPER, CONTEXT = "cascade", "consequence", "report", "wrapper", "context"
 QUOTE_MIN_CHARS = 20  # a quoted message shorter than this could be anything
@@ -162,7 +163,39 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     _killed_first(parsed, candidates, out)
     _excerpt(parsed, candidates, severity, msgs, indented, out)
     _open_traceback_ends(parsed, candidates, severity, msgs, out)
+    _restated(parsed, candidates, out)
     return out
+
+
+@lru_cache(maxsize=1)
+def _restates() -> re.Pattern[str] | None:
+    pats = load("severity")["roles"].get("restates") or []
+    return re.compile("|".join(f"(?:{p})" for p in pats)) if pats else None
+
+
+def _restated(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
+    """A line that restates the one right before it in its file (severity.yaml `restates`: the watchdog's
+    "Exception (either an error or timeout) detected by watchdog at work: 140" after its "Watchdog caught
+    collective operation timeout: WorkNCCL(SeqNum=140 …)") is shown with that line first: one account of
+    one failure, whichever of the two ranks higher."""
+    rx = _restates()
+    if rx is None:
+        return
+    for i in candidates:
+        if not rx.search(parsed.templates[i].template):
+            continue
+        for path, pos in parsed.positions.items():
+            at = pos.get(i)
+            if at is None or at[0] < 1:
+                continue
+            window = read_window(path, at[0], before=1, after=0)  # the line it restates, of its own rank
+            if window is None or window.at < 1 or not window.lines[window.at - 1].strip():
+                continue
+            shown = out.evidence.setdefault(i, [])
+            for raw in (window.lines[window.at - 1], window.lines[window.at]):
+                if raw not in shown:
+                    shown.append(raw)
+            break
 
 
 STOOD_SEVERITY = 0.6  # the code line a file's last, unfinished traceback ends at (see _open_traceback_ends)

@@ -255,9 +255,10 @@ def test_a_wrapper_saying_the_peer_went_away_is_the_root_when_nothing_else_is(tm
     assert first.startswith("torch.distributed.DistBackendError"), [e.template for e in d.events]
 
 
-def test_the_watchdogs_summary_ranks_below_the_timeout_it_caught(tmp_path):
+def test_the_watchdogs_summary_is_shown_with_the_timeout_it_restates(tmp_path):
     """"Exception (either an error or timeout) detected by watchdog at work: N" restates the timeout the
-    watchdog reported on the line before (public: a 10-minute broadcast timeout on two ranks)."""
+    watchdog reported on the line right before it: whichever ranks first shows that line, of that rank,
+    first (public: a 10-minute broadcast timeout on two ranks)."""
     files = {}
     for r in (1, 2):
         files[f"node0/rank{r}.log"] = [
@@ -269,7 +270,9 @@ def test_the_watchdogs_summary_ranks_below_the_timeout_it_caught(tmp_path):
         "(either an error or timeout) detected by watchdog at work: 290583, last enqueued NCCL work: 290583, "
         "last completed NCCL work: 290582.")
     d = diagnose(_job(tmp_path / "j", files))
-    assert "Watchdog caught collective operation timeout" in d.events[0].template
+    first = d.events[0].examples
+    assert "[Rank 2] Watchdog caught collective operation timeout" in first[0]
+    assert any("detected by watchdog" in line for line in first) or "Watchdog caught" in d.events[0].template
 
 
 def test_sruns_task_reports_are_a_report_or_a_consequence():
