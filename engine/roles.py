@@ -207,7 +207,7 @@ def _open_traceback_ends(parsed: ParsedJob, candidates: list[int], severity: dic
     """A file that ends in a traceback's frame and its code line, with no exception after them, was
     stopped there: a hung process interrupted (`^C`, a launcher left waiting in `os.waitpid`) or a paste
     that ends at the stack the process stood in. With nothing alarming in the job (no error, no launcher's
-report, no timeout: a paste cut inside a traceback leaves its error out, not those), that code line is
+    report, no timeout: a paste cut inside a traceback leaves its error out, not those), that code line is
     where it stood: no mere context, it weighs STOOD_SEVERITY (public: torch.distributed.launch's
     `os.waitpid` after the last epoch, fairseq's spawn `join=True,` after "done training")."""
     if parsed.status == "succeeded":

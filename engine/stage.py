@@ -618,13 +618,13 @@ def log_stage(window: Window) -> str | None:
 def _log_stage(window: Window) -> str | None:
     segments: list[tuple[int, str]] = []
     msgs = window_messages(window.lines)
-    at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
-    failing_rank = parse_header(at).rank if at else None
     for k, line in enumerate(window.lines[: traceback_start(window)]):
         parts = line.split("\r")
         for msg in (_message(part) for part in parts) if len(parts) > 1 else (msgs[k],):
             if msg:
                 segments.append((k, msg))
+    at = window.lines[window.at] if 0 <= window.at < len(window.lines) else ""
+    failing_rank = parse_header(at).rank if at else None
     head = _message(at.split("\r")[-1])[:HEAD_CHARS]  # the failure line may start with what it was doing
     alarming = [severity(msg, None) >= MARKER_MAX_SEVERITY for _, msg in segments]
     progress = _progress(segments, alarming)
