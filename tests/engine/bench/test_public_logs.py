@@ -38,7 +38,7 @@ WAVE11_AT_LEAST = 40
 WAVE12 = CORPUS / "_wave12"
 WAVE12_AT_LEAST = 40
 WAVE13 = CORPUS / "_wave13"
-WAVE13_AT_LEAST = 10
+WAVE13_AT_LEAST = 15
 
 
 def _truth(case: Path) -> dict:
@@ -218,11 +218,11 @@ def test_wave_12_has_each_stage_besides_training_at_least_five_times():
     assert all(stages.count(s) >= 5 for s in STAGES if s not in ("training", "unknown")), stages
 
 
-def test_wave_13_has_each_stage_besides_training_at_least_STAGEMIN_times():
+def test_wave_13_has_each_stage_besides_training_at_least_once():
     """Wave 13 (session 14) was collected, under a short deadline, to hold every stage besides training at
-    least STAGEWORD times (fewer than the five of waves 10-12: the search ran out of time, SOURCES.md)."""
+    least once (fewer than the five of waves 10-12: the search ran out of time, SOURCES.md)."""
     stages = [_truth(CORPUS / c)["stage"] for c in _wave(13)]
-    assert all(stages.count(s) >= STAGEMIN for s in STAGES if s not in ("training", "unknown")), stages
+    assert all(stages.count(s) >= 1 for s in STAGES if s not in ("training", "unknown")), stages
 
 
 def test_wave_13_is_held_out_whole_until_measured():
