@@ -39,6 +39,8 @@ WAVE12 = CORPUS / "_wave12"
 WAVE12_AT_LEAST = 40
 WAVE13 = CORPUS / "_wave13"
 WAVE13_AT_LEAST = 33
+WAVE14 = CORPUS / "_wave14"
+WAVE14_AT_LEAST = 39
 
 
 def _truth(case: Path) -> dict:
@@ -71,7 +73,7 @@ def test_case_is_labeled_and_its_lines_are_verbatim(case: Path):
     for labeled in (indicating, t["cascade_lines"], t["context_lines"]):
         assert set(labeled) <= lines
     assert not indicating & set(t["cascade_lines"])
-    assert t.get("wave", 1) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
+    assert t.get("wave", 1) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
 
 
 def test_sources_md_lists_every_case():
@@ -95,12 +97,13 @@ def test_the_first_wave_is_still_the_50_tuned_on():
                           (9, WAVE9, WAVE9_AT_LEAST, True), (10, WAVE10, WAVE10_AT_LEAST, True),
                           (11, WAVE11, WAVE11_AT_LEAST, True),
                           (12, WAVE12, WAVE12_AT_LEAST, True),
-                          (13, WAVE13, WAVE13_AT_LEAST, True)],
+                          (13, WAVE13, WAVE13_AT_LEAST, True),
+                          (14, WAVE14, WAVE14_AT_LEAST, True)],
                          ids=["wave2", "wave3", "wave4", "wave5", "wave6", "wave7", "wave8", "wave9",
-                              "wave10", "wave11", "wave12", "wave13"])
+                              "wave10", "wave11", "wave12", "wave13", "wave14"])
 def test_a_later_wave_is_a_held_out_set_with_a_view_of_its_own(n: int, view_dir: Path, at_least: int,
                                                                 all_stages: bool):
-    """Waves 2 to 13 (each collected after the waves before it were used for tuning) load with the
+    """Waves 2 to 14 (each collected after the waves before it were used for tuning) load with the
     whole corpus and, alone, through their `_waveN/` view of links, so `l4 bench eval` can score
     either; the view holds that wave and nothing else."""
     wave = _wave(n)
@@ -128,11 +131,11 @@ def test_the_whole_corpus_loads_every_wave_and_no_view():
     """`l4 bench eval tests/fixtures/public_logs` reads the case folders of all waves (a view folder
     has no truth.json of its own, so it is not a case) and each case once."""
     names = [d.name for d in CASES]
-    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in range(1, 14))
+    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in range(1, 15))
     assert not any(name.startswith("_wave") for name in names)
 
 
-@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13])
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
 def test_a_later_wave_shares_no_thread_with_the_earlier_waves(n: int):
     urls = {w: {_truth(CORPUS / c)["url"].rstrip("/") for c in _wave(w)} for w in range(1, n + 1)}
     assert len(urls[n]) == len(_wave(n))
@@ -146,7 +149,7 @@ _PREFIXES = [  # SOURCES.md: where a line with each launcher/logger prefix is fi
 ]
 
 
-@pytest.mark.parametrize("case", [CORPUS / c for n in range(3, 14) for c in _wave(n)],
+@pytest.mark.parametrize("case", [CORPUS / c for n in range(3, 15) for c in _wave(n)],
                          ids=lambda c: c.name)
 def test_later_wave_lines_are_filed_by_their_own_prefix(case: Path):
     """A line that starts with a rank, Ray actor or NCCL host:pid:tid prefix is in that rank's file;
@@ -165,11 +168,11 @@ def test_later_wave_lines_are_filed_by_their_own_prefix(case: Path):
 
 def test_sources_md_has_a_note_and_counts_for_each_later_wave():
     text = (CORPUS / "SOURCES.md").read_text()
-    for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13):
+    for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14):
         assert f"Wave {n}: {len(_wave(n))} cases" in text
 
 
-@pytest.mark.parametrize("n", [4, 5, 6, 7, 8, 9, 10, 11, 12, 13])
+@pytest.mark.parametrize("n", [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
 def test_a_later_wave_has_each_stage_besides_training_at_least_four_times(n: int):
     stages = [_truth(CORPUS / c)["stage"] for c in _wave(n)]
     assert all(stages.count(s) >= 4 for s in STAGES if s not in ("training", "unknown")), stages
@@ -223,6 +226,12 @@ def test_wave_13_has_each_stage_besides_training_at_least_four_times():
     least four times (fewer than the five of waves 10-12: the search ran out of time, SOURCES.md)."""
     stages = [_truth(CORPUS / c)["stage"] for c in _wave(13)]
     assert all(stages.count(s) >= 4 for s in STAGES if s not in ("training", "unknown")), stages
+
+
+def test_wave_14_has_each_stage_besides_training_at_least_five_times():
+    """Wave 14 (session 14) was collected to hold every stage besides training at least five times."""
+    stages = [_truth(CORPUS / c)["stage"] for c in _wave(14)]
+    assert all(stages.count(s) >= 5 for s in STAGES if s not in ("training", "unknown")), stages
 
 
 def test_wave_13_is_held_out_whole_until_measured():
