@@ -213,7 +213,8 @@ def _open_traceback_ends(parsed: ParsedJob, candidates: list[int], severity: dic
     if parsed.status == "succeeded":
         return
     cands = set(candidates)
-    if any(severity.get(i, 0.0) >= STOOD_SEVERITY and out.role.get(i) != CONTEXT for i in candidates):
+    if any(max(severity.get(i, 0.0), out.inherited.get(i, 0.0)) >= STOOD_SEVERITY
+           and out.role.get(i) != CONTEXT for i in candidates):
         return  # an error, a launcher's report, a timeout: the job says what went wrong
     for pos in parsed.positions.values():
         last = heapq.nlargest(2, ((p[1], c) for c, p in pos.items()))  # the file's last two lines' templates
@@ -454,6 +455,12 @@ def _traceback_intros(parsed: ParsedJob, candidates: list[int], msgs: dict[int, 
                 continue
             exc = next((at[n] for n in lines[k + 1:] if n - line <= TRACEBACK_LINES and at[n] in pool
                         and _is_exception(at[n], msgs, out)), None)
+            if exc is None and out.role.get(intro) is None and intro_rx.search(m):
+                # the traceback's exception is not in the file (a paste cut inside it): the intro line
+                # ("Exception in thread Thread-3:", "Exception ignored in: <function …__del__>") is the
+                # only account of it, and weighs as an exception does
+                out.inherited[intro] = max(out.inherited.get(intro, 0.0), _chain()[1])
+                continue
             if exc is None or exc == intro:
                 continue
             out.role[intro] = CONTEXT

@@ -299,3 +299,17 @@ def test_a_file_that_ends_in_a_frame_and_its_code_line_stood_there(tmp_path):
     raised = [*hung, "KeyboardInterrupt"]
     d = diagnose(_job(tmp_path / "k", {"node0/console.log": raised}))
     assert d.events[0].template != "(pid, sts) = os.waitpid(self.pid, wait_flags)"
+
+
+def test_an_intro_whose_traceback_lost_its_exception_is_the_account_of_it(tmp_path):
+    """A paste cut inside the traceback an "Exception ignored in: <function …__del__>" line introduces: the
+    intro line is all there is of the exception, and weighs as one (public: DeepSpeedEngine.__del__ at
+    exit after the process group was destroyed)."""
+    lines = ["Exception ignored in: <function DeepSpeedEngine.__del__ at 0x7f241b4fe830>",
+             "Traceback (most recent call last):",
+             '  File "/opt/ds/deepspeed/runtime/engine.py", line 520, in __del__',
+             "    self.destroy()",
+             '  File "/opt/ds/deepspeed/comm/comm.py", line 610, in get_rank',
+             "    rank = dist.get_rank()"]
+    d = diagnose(_job(tmp_path / "j", {"node0/console.log": lines}))
+    assert d.events[0].template.startswith("Exception ignored in: <function DeepSpeedEngine.__del__")

@@ -42,3 +42,11 @@ def test_an_exception_line_quoted_in_prose_is_an_error():
     reached (0.0001)`") weighs as the exception line does."""
     assert severity("`FloatingPointError: Minimum loss scale reached (<*>.<*>)`", None) >= 0.8
     assert severity("FloatingPointError: Minimum loss scale reached", None) >= 0.8
+
+
+def test_xlas_resource_exhausted_is_an_oom_and_a_labelled_exception_is_an_exception():
+    """JAX on a TPU: "UnfilteredStackTrace: RuntimeError: RESOURCE_EXHAUSTED: Attempting to allocate 31.06M"
+    (public: trax) — XLA's out-of-memory status, behind a label that names the exception."""
+    assert severity("RESOURCE_EXHAUSTED: Attempting to allocate <*>.<*>.", None) >= 0.95
+    assert severity("UnfilteredStackTrace: RuntimeError: the device is gone", None) >= 0.8
+    assert severity("Note: RuntimeError is raised when …", None) < 0.8  # no exception line, a mention
