@@ -191,10 +191,7 @@ def _restated(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
             window = read_window(path, at[0], before=1, after=0)  # the line it restates, of its own rank
             if window is None or window.at < 1 or not window.lines[window.at - 1].strip():
                 continue
-            shown = out.evidence.setdefault(i, [])
-            for raw in (window.lines[window.at - 1], window.lines[window.at]):
-                if raw not in shown:
-                    shown.append(raw)
+            _show_lines(out, i, window.lines[window.at - 1: window.at + 1])
             break
 
 
@@ -256,10 +253,14 @@ def _excerpt(parsed: ParsedJob, candidates: list[int], severity: dict[int, float
 
 def _show_together(parsed: ParsedJob, out: Roles, event: int, lines: Iterable[int]) -> None:
     """Event `event` is shown with the first example line of each of `lines`, in their order."""
+    _show_lines(out, event, (parsed.templates[j].examples[0] for j in lines if parsed.templates[j].examples))
+
+
+def _show_lines(out: Roles, event: int, raws: Iterable[str]) -> None:
+    """Event `event` is shown with the raw lines `raws`, in their order, each once."""
     shown = out.evidence.setdefault(event, [])
-    for j in lines:
-        raw = parsed.templates[j].examples[0] if parsed.templates[j].examples else None
-        if raw is not None and raw not in shown:
+    for raw in raws:
+        if raw not in shown:
             shown.append(raw)
 
 

@@ -627,15 +627,13 @@ def _log_stage(window: Window) -> str | None:
     failing_rank = parse_header(at).rank if at else None
     head = _message(at.split("\r")[-1])[:HEAD_CHARS]  # the failure line may start with what it was doing
     alarming = [severity(msg, None) >= MARKER_MAX_SEVERITY for _, msg in segments]
-    progress = _progress(segments, alarming)
+    shapes = [_shape(msg) for _, msg in segments]
+    progress = _progress(segments, alarming, shapes)
     stage: str | None = None
     before_ckpt: str | None = None
     opener: int | None = None  # the rank whose launcher prefix the line that opened the save window names
-    shapes: list[str] = []  # per segment: its shape
     saves: set[int] = set()  # segments that open or close a save
-    for (k, msg), alarm in zip(segments, alarming, strict=True):
-        key = _shape(msg)
-        shapes.append(key)
+    for n, ((k, msg), alarm, key) in enumerate(zip(segments, alarming, shapes, strict=True)):
         if alarm and key not in progress:
             hint = _head_stage(msg[:HEAD_CHARS])  # "Loading checkpoint shards: 14%|…W0629 … SIGTERM"
             if hint is None:
@@ -644,7 +642,7 @@ def _log_stage(window: Window) -> str | None:
             hint = stage_of_template(msg)
         closed = _closed().search(msg) is not None
         if closed or hint == "checkpointing":
-            saves.add(len(shapes) - 1)
+            saves.add(n)
         if stage == "checkpointing" and (closed or key in progress and hint != "checkpointing"):
             stage = before_ckpt or "training"  # the save finished, or progress resumed after it
             if closed:
@@ -733,16 +731,15 @@ def _head_stage(text: str) -> str | None:
     return None
 
 
-def _progress(segments: list[tuple[int, str]], alarming: list[bool]) -> set[str]:
-    """Line shapes (digits as "0") that recur with a rising number: progress, whatever the words (not
-    stack frames nor errors and warnings (`alarming`, per segment): their numbers are ports, retries,
-    frame indexes)."""
+def _progress(segments: list[tuple[int, str]], alarming: list[bool], shapes: list[str]) -> set[str]:
+    """Line shapes (`_shape`, per segment like `alarming`) that recur with a rising number: progress,
+    whatever the words (not stack frames nor errors and warnings (`alarming`): their numbers are ports,
+    retries, frame indexes)."""
     numbers: dict[str, list[list[float]]] = defaultdict(list)
     frames = _optional_rx("not_progress")
-    for (_, msg), alarm in zip(segments, alarming, strict=True):
+    for (_, msg), alarm, key in zip(segments, alarming, shapes, strict=True):
         if frames is not None and frames.search(msg) or alarm:
             continue  # a stack frame, or a warning whose numbers rise (ports, retries): no progress
-        key = _shape(msg)
         if "0" in key:
             numbers[key].append([float(x) for x in _NUMBER.findall(msg)])
     out = set()
