@@ -41,7 +41,9 @@ ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)\b")  # a line that opens wi
 # a line that was wrapped reached its width: shorter lines ended where their writer ended them ("Python
 # runtime state: finalizing" before an unrelated "terminate called without an active exception")
 WRAP_WIDTH = 45
-MID_SENTENCE = re.compile(r"[A-Za-z,]$")  # a line that stops mid-sentence
+# a line that stops mid-sentence: its last token is a plain word (a path, a key's value or a number that ends
+# a line ends a record, not a sentence: "[INFO:swift] images_dir: /runs/v0/images")
+MID_SENTENCE = re.compile(r"(?:^|\s)[A-Za-z][a-z]*,?$")
 GOES_ON = re.compile(r"^[a-z]+(?:[ ,]|$)")  # goes on with a plain lower-case word ("ssh:" does not)
 
 

@@ -155,6 +155,20 @@ def test_a_lower_case_line_after_a_finished_sentence_or_a_levelled_line_is_its_o
             assert roles.role.get(i) != CONTEXT, t
 
 
+def test_a_line_that_ends_in_a_path_is_no_sentence_the_next_line_goes_on(tmp_path):
+    """A record that ends in a path ("images_dir: /runs/…/images") ended; the abort after it
+    ("terminate called after throwing …") is its own account, not the rest of that line."""
+    lines = _routine(12) + [
+        "trainer: writing the run summary, images_dir: /workdir/poi_model/v0-20250724-195620/images",
+        "terminate called after throwing an instance of 'c10::Error'",
+        "  what():  Trying to free a pointer not allocated here",
+    ]
+    job = write_failed_job(tmp_path / "j", {"node0/console.log": lines})
+    shown = [e.template for e in diagnose(job).events]
+    assert "free a pointer" in shown[0], shown
+    assert not any("images_dir" in t for t in shown), shown
+
+
 def test_the_line_after_a_wrapped_sentence_is_no_traceback_s_exception(tmp_path):
     """mpirun's summary is wrapped help text right after a rank's traceback: its wrapped lines are context,
     but not a traceback's code line, so the line after them ("Process name: …") is no exception and the

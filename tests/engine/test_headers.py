@@ -214,6 +214,16 @@ def test_headers_of_hugging_face_examples_c10_and_nccl_source_lines():
                "05/16/2023 13:54:44 - ERROR - x - boom")
     assert glued.level == "ERROR" and glued.message == "x - boom"  # a tqdm bar the record was glued to
     assert ph("Generating train split: 1 examples [00:00, 10.13 examples/s]").message.startswith("Generating")
+    # a slow step's bar (seconds per iteration) and one with a postfix, a rank's record glued to each
+    slow = ph("  2%|▏         | 13/620 [01:07<50:20,  4.98s/it][rank0]:[E1123 00:52:57.664949121 "
+              "ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: x")
+    assert (slow.rank, slow.level) == (0, "ERROR") and slow.message.startswith("[Rank 0] Watchdog caught")
+    post = ph("Epoch 0:  16%|█▌        | 7395/45743 [13:13:43<68:36:00,  6.44s/it, train_loss: 0.084, "
+              "avg_loss: 0.080][rank3]: Traceback (most recent call last):")
+    assert post.rank == 3 and post.message == "Traceback (most recent call last):"
+    assert ph("Train: 100%|██████████| 742/742 [1:50:01<00:00, 10.37s/it]").message.startswith("Train: 100%")
+    swift = ph("[INFO:swift] images_dir: /workdir/poi/v0-20250724-195620/images")  # a level with its logger
+    assert swift.level == "INFO" and swift.message == "images_dir: /workdir/poi/v0-20250724-195620/images"
     c10 = ph("[W729 12:37:15.952489580 socket.cpp:752] [c10d] The client socket cannot be initialized")
     assert c10.level == "WARN" and c10.ts is not None and c10.message.startswith("[c10d]")
     assert ph("ERROR: Unexpected bus error encountered in worker.").level == "ERROR"
