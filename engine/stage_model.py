@@ -48,6 +48,7 @@ from engine.stage import (
     traceback_start,
     window_messages,
 )
+from engine.stage_lexicon import frame_stages, lexicon, reading
 from engine.window import Window
 
 MODEL_FILE = "stage_model.json"
@@ -134,7 +135,7 @@ def features(ev: Evidence) -> set[str]:
     out.add(f"x:{error_class(ev.failure) or 'none'}")
     for name, stage in sorted(ev.timeline.items()):
         out.add(f"tl:{name}={stage or 'none'}")
-    return out | hint_features(ev)
+    return out | hint_features(ev) | lexicon_features(ev)
 
 
 def error_class(text: str) -> str | None:
@@ -186,6 +187,24 @@ def hint_features(ev: Evidence) -> set[str]:
     marked = [h for line in ev.before[-BEFORE_LINES:] if (h := stage_of_template(line))]
     out.update(f"hb:{h}" for h in marked)
     out.add(f"lh:{marked[-1] if marked else 'none'}")
+    return out
+
+
+def lexicon_features(ev: Evidence) -> set[str]:
+    """What the frameworks' lexicon (`engine.stage_lexicon`, data/stage_lexicon.yaml) reads at each place:
+    `lx:` the stages the failure line's phrases point to, `lxa:` those of the lines after it (an exception's
+    message, its chained causes), `lxb:` those of the lines logged before the traceback and `lxl:` the last
+    of these that points to one, `lxf:` the stages the frames' functions point to and `lxf0:` the innermost
+    of these. Each takes `none` where nothing fits."""
+    lex = lexicon()
+    out = {f"lx:{s}" for s in lex.phrase_stages(ev.failure)} or {"lx:none"}
+    out.update(f"lxa:{s}" for line in ev.after[:AFTER_LINES] for s in lex.phrase_stages(line))
+    marked = [s for line in ev.before[-BEFORE_LINES:] for s in lex.phrase_stages(line)[:1]]
+    out.update(f"lxb:{s}" for s in marked)
+    out.add(f"lxl:{marked[-1] if marked else 'none'}")
+    framed = frame_stages((func for _, func, _ in ev.frames[:MAX_FRAMES]), lex)
+    out.update(f"lxf:{s}" for s in framed)
+    out.add(f"lxf0:{framed[0] if framed else 'none'}")
     return out
 
 
@@ -288,7 +307,7 @@ def combined(how: str, rule: str, timeline_stage: str | None, predicted: str, pr
     raise ValueError(f"unknown stage combination {how!r} (one of {', '.join(COMBINATIONS)})")
 
 
-FALLBACKS = ("none", "frames", "frames+hints", "rules")
+FALLBACKS = ("none", "frames", "frames+hints", "rules", "lexicon")
 
 
 def fallback_stage(kind: str, rule: str, ev: Evidence | None) -> str | None:
@@ -296,7 +315,9 @@ def fallback_stage(kind: str, rule: str, ev: Evidence | None) -> str | None:
     (the stage of the innermost frame a strong frame rule of data/stages.yaml knows: `save_checkpoint`,
     `load_state_dict`, `__next__`, `init_process_group` …; a weak one, a trainer's `fit`, counts not),
     `frames+hints` (those, else the stage the failure line's kind of error typically shows in,
-    data/stages.yaml `failure_hints`), `rules` (the rule stage). None: no fallback answer."""
+    data/stages.yaml `failure_hints`), `rules` (the rule stage), `lexicon` (the frameworks' lexicon's
+    reading, `engine.stage_lexicon.reading`: the innermost frame it knows, else the failure line's
+    phrases, else the lines after it, else the last line before). None: no fallback answer."""
     if kind == "none":
         return None
     if kind == "rules":
@@ -306,6 +327,11 @@ def fallback_stage(kind: str, rule: str, ev: Evidence | None) -> str | None:
         if framed and not framed[1]:
             return framed[0]
         return failure_hint(ev.failure) if kind == "frames+hints" and ev is not None else None
+    if kind == "lexicon":
+        if ev is None:
+            return None
+        return reading(ev.failure, ev.after[:AFTER_LINES], ev.before[-BEFORE_LINES:],
+                       (func for _, func, _ in ev.frames[:MAX_FRAMES]))
     raise ValueError(f"unknown stage fallback {kind!r} (one of {', '.join(FALLBACKS)})")
 
 
