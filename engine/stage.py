@@ -57,6 +57,9 @@ _CURRENT_THREAD = re.compile(r"^Current thread 0x[0-9a-fA-F]+ \(most recent call
 FAULT_REACH = 60  # lines after the failure line searched for a faulthandler dump's crashing thread
 _CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# a wall-clock stamp a message carries (a logger's own time after a launcher prefix it does not strip:
+# "[titan] 2026-11-20 17:45:00,388 - root - INFO - …"): it rises on every line, so it is no progress
+_CLOCK = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b")
 _DIGIT_RUN = re.compile(r"\d+")  # a line's shape: each digit run as "0" ("iter 990", "iter 1000" alike)
 _BAR = re.compile(r"\|[\u2580-\u259f #=>.-]*\|")  # ... and a bar's glyphs as one ("|▍   |", "|███ |")
 
@@ -734,14 +737,15 @@ def _head_stage(text: str) -> str | None:
 def _progress(segments: list[tuple[int, str]], alarming: list[bool], shapes: list[str]) -> set[str]:
     """Line shapes (`_shape`, per segment like `alarming`) that recur with a rising number: progress,
     whatever the words (not stack frames nor errors and warnings (`alarming`): their numbers are ports,
-    retries, frame indexes)."""
+    retries, frame indexes; not a clock stamp in the message, `_CLOCK`: set-up lines that every rank writes
+    into one console rise by their time alone)."""
     numbers: dict[str, list[list[float]]] = defaultdict(list)
     frames = _optional_rx("not_progress")
     for (_, msg), alarm, key in zip(segments, alarming, shapes, strict=True):
         if frames is not None and frames.search(msg) or alarm:
             continue  # a stack frame, or a warning whose numbers rise (ports, retries): no progress
         if "0" in key:
-            numbers[key].append([float(x) for x in _NUMBER.findall(msg)])
+            numbers[key].append([float(x) for x in _NUMBER.findall(_CLOCK.sub(" ", msg))])
     out = set()
     for key, rows in numbers.items():
         if len(rows) < PROGRESS_MIN:

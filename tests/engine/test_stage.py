@@ -349,3 +349,31 @@ def test_a_tqdm_bar_is_one_line_shape_whatever_its_filling(tmp_path):
 
     assert _shape("1|7|Loss: 4.44:  30%|███       | 7/23 [00:00<00:00, 19.97it/s]") == _shape(
         "1|12|Loss: 4.1:  52%|█████▏    | 12/23 [00:01<00:00, 19.1it/s]")
+
+
+def test_a_clock_in_set_up_lines_every_rank_writes_is_no_progress():
+    """A logger's own stamp behind a prefix the parser does not read ("[titan] 2026-… - root - INFO - …" in a
+    pod's CRI log) stays in the message and rises on every line: four ranks' set-up lines are no training
+    progress; a step count still is."""
+    from engine.stage import log_stage
+
+    def pod(k: int, msg: str) -> str:
+        stamp = f"2026-11-20 17:45:0{k}"
+        return f"{stamp.replace(' ', 'T')}.{k}00Z stderr F [titan] {stamp},{k}00 - root - INFO - {msg}"
+
+    setup = [pod(k, f"Applied FSDP to the model; memory for the model: {gib}GiB")
+             for k, gib in enumerate((69.7, 64.3, 59.6, 54.2))]
+    failure = ["2026-11-20T17:45:08.000Z stderr F [rank2]: RuntimeError: Error(s) in loading state_dict"]
+    assert log_stage(_at_end(setup + failure)) != "training"
+    assert log_stage(_at_end(setup + [pod(5, "Loading the checkpoint from /ckpt/step-500")] + failure)) == \
+        "model_loading"
+    steps = [pod(k, f"step: {10 * k}  loss: 7.{9 - k}") for k in range(4)]
+    assert log_stage(_at_end(steps + failure)) == "training"
+
+
+def test_loading_a_checkpoint_in_any_case_is_model_loading():
+    from engine.stage import stage_of_template
+
+    for line in ("Loading checkpoint from /mnt/ckpt/step-500", "Loading the checkpoint at step 500",
+                 " loading checkpoint from /ckpt at iteration 1000", "Loading checkpoint shards: 50%"):
+        assert stage_of_template(line) == "model_loading", line
