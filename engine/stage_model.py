@@ -12,7 +12,9 @@ product (no scikit-learn here).
 (the file's `combine`, `timeline` and `threshold`): where the job's own timeline shows a stage, the
 rules keep it; where only text exists, the model answers, `unknown` below the threshold. Where the
 model is unsure (below the file's `fallback_below`), its `fallback` answers instead: `frames`, the stage
-of the innermost strong frame rule of data/stages.yaml (`save_checkpoint`, `load_state_dict`, …). With the
+of the innermost strong frame rule of data/stages.yaml (`save_checkpoint`, `load_state_dict`, …), or
+`lexicon`, the reading of the frameworks' lexicon (`engine.stage_lexicon`, data/stage_lexicon.yaml), whose
+answers are features of the model too. With the
 file's `overrule` `frames`, a strong frame rule that names the failing frame by its function (or its file)
 answers however sure the model is: the program's code says where it was, its error's words only what broke.
 """
