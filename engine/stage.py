@@ -57,9 +57,6 @@ _CURRENT_THREAD = re.compile(r"^Current thread 0x[0-9a-fA-F]+ \(most recent call
 FAULT_REACH = 60  # lines after the failure line searched for a faulthandler dump's crashing thread
 _CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-# a wall-clock stamp a message carries (a logger's own time after a launcher prefix it does not strip:
-# "[titan] 2026-11-20 17:45:00,388 - root - INFO - …"): it rises on every line, so it is no progress
-_CLOCK = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b")
 _DIGIT_RUN = re.compile(r"\d+")  # a line's shape: each digit run as "0" ("iter 990", "iter 1000" alike)
 _BAR = re.compile(r"\|[\u2580-\u259f #=>.-]*\|")  # ... and a bar's glyphs as one ("|▍   |", "|███ |")
 
@@ -92,6 +89,15 @@ def _module_level_rules() -> list[tuple[str, re.Pattern[str]]]:
     """The code rules read first in a `<module>` frame (stages.yaml `module_level`: an import there)."""
     return [(r["stage"], re.compile(r["code"])) for r in load("stages")["frames"]
             if r.get("module_level") and r.get("code")]
+
+
+@lru_cache(maxsize=1)
+def _clock() -> re.Pattern[str]:
+    """A wall-clock stamp a message carries (a logger's own time after a launcher prefix the header does not
+    strip: "[titan] 2026-11-20 17:45:00,388 - root - INFO - …"), as the parser masks one (data/masking.yaml
+    `timestamp`, `time`, `ctime`): it rises on every line, so it is no progress."""
+    masks = {m["name"]: m["regex"] for m in load("masking")["masks"]}
+    return re.compile("|".join(f"(?:{masks[name]})" for name in ("timestamp", "time", "ctime")))
 
 
 @lru_cache(maxsize=8)
@@ -737,7 +743,7 @@ def _head_stage(text: str) -> str | None:
 def _progress(segments: list[tuple[int, str]], alarming: list[bool], shapes: list[str]) -> set[str]:
     """Line shapes (`_shape`, per segment like `alarming`) that recur with a rising number: progress,
     whatever the words (not stack frames nor errors and warnings (`alarming`): their numbers are ports,
-    retries, frame indexes; not a clock stamp in the message, `_CLOCK`: set-up lines that every rank writes
+    retries, frame indexes; not a clock stamp in the message, `_clock`: set-up lines that every rank writes
     into one console rise by their time alone)."""
     numbers: dict[str, list[list[float]]] = defaultdict(list)
     frames = _optional_rx("not_progress")
@@ -745,7 +751,7 @@ def _progress(segments: list[tuple[int, str]], alarming: list[bool], shapes: lis
         if frames is not None and frames.search(msg) or alarm:
             continue  # a stack frame, or a warning whose numbers rise (ports, retries): no progress
         if "0" in key:
-            numbers[key].append([float(x) for x in _NUMBER.findall(_CLOCK.sub(" ", msg))])
+            numbers[key].append([float(x) for x in _NUMBER.findall(_clock().sub(" ", msg))])
     out = set()
     for key, rows in numbers.items():
         if len(rows) < PROGRESS_MIN:
