@@ -413,6 +413,8 @@ def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bo
     if model.combine == "timeline" and shown is not None:
         return rule
     predicted, prob = model.predict(features(ev))
-    return combined(model.combine, rule, shown, predicted, prob, model.threshold,
-                    fallback_stage(model.fallback, rule, ev), model.fallback_below,
-                    overrule_stage(model.overrule, ev))
+    # the fallback answers only below fallback_below: read it only then (the lexicon's reading scans again
+    # the lines `features` scanned)
+    fallback = fallback_stage(model.fallback, rule, ev) if prob < model.fallback_below else None
+    return combined(model.combine, rule, shown, predicted, prob, model.threshold, fallback,
+                    model.fallback_below, overrule_stage(model.overrule, ev))
