@@ -53,6 +53,9 @@ _LABEL = r"(?:(?P<pre>\S.{0,120}?[\]:>)])\s+)?"
 _FRAME = re.compile(_LABEL + r'File "(?P<file>[^"]*)", line \d+(?P<comma>,)? in (?P<func>\S+)')
 _TRACEBACK = re.compile(_LABEL + r"Traceback \(most recent call last\):")
 _CALL_FIRST = re.compile(r"\(most recent call first\):?\s*$")  # a faulthandler dump's thread: innermost first
+# "Exception ignored in: <function X.__del__ …>": Python's report of an exception in a finalizer or an
+# atexit/GC callback; the traceback under it is that callback's, not the call path of what came before
+_IGNORED_IN = re.compile(r"^Exception ignored in\b")
 _CURRENT_THREAD = re.compile(r"^Current thread 0x[0-9a-fA-F]+ \(most recent call first\)")
 FAULT_REACH = 60  # lines after the failure line searched for a faulthandler dump's crashing thread
 _CODE = re.compile(r"^(?:raise |return |File \"|self\.)|(?:Error|Exception)\(")  # traceback code
@@ -485,6 +488,8 @@ def _frames(window: Window) -> list[Frame]:
         if _TRACEBACK.match(msgs[i]):
             if parse_header(window.lines[i]).rank not in (None, rank):
                 return []  # another rank's traceback (a launcher's line is followed by its workers')
+            if i > at + 1 and _IGNORED_IN.match(msgs[i - 1]):
+                return []  # a finalizer's own exception, raised later (at exit, in the collector)
             end = next((j for j in range(i + 1, len(msgs)) if not _traceback_line(msgs, j)), len(msgs))
             return _frames_back(msgs, end)
     for i in range(at + 1, min(len(msgs), at + 1 + FAULT_REACH)):  # "Fatal Python error: …": faulthandler

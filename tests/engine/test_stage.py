@@ -377,3 +377,20 @@ def test_loading_a_checkpoint_in_any_case_is_model_loading():
     for line in ("Loading checkpoint from /mnt/ckpt/step-500", "Loading the checkpoint at step 500",
                  " loading checkpoint from /ckpt at iteration 1000", "Loading checkpoint shards: 50%"):
         assert stage_of_template(line) == "model_loading", line
+
+
+def test_a_finalizers_traceback_after_a_bare_error_is_not_its_call_path():
+    # public wave 16 deepspeed-0-8-3-cpu-adam-…-deepspeed-2901 (dev): the paste starts at the error; the
+    # traceback under "Exception ignored in: …__del__" is the optimizer's finalizer failing at exit
+    from engine.stage import _frames
+    lines = [
+        "AttributeError: module 'cpu_adam' has no attribute 'create_adam'",
+        "Exception ignored in: <function DeepSpeedCPUAdam.__del__ at 0x7f7c7ad5bd30>",
+        "Traceback (most recent call last):",
+        '  File "/env/site-packages/deepspeed/ops/adam/cpu_adam.py", line 110, in __del__',
+        "    self.ds_opt_adam.destroy_adam(self.opt_id)",
+        "AttributeError: module 'cpu_adam' has no attribute 'destroy_adam'",
+    ]
+    assert _frames(Window(path="r.log", anchor=0, start=0, lines=lines)) == []
+    # the finalizer's own report keeps its frames
+    assert [f[1] for f in _frames(Window(path="r.log", anchor=1, start=0, lines=lines))] == ["__del__"]

@@ -115,3 +115,11 @@ def test_lightnings_checkpoint_callback_and_a_finished_run(tmp_path):
     d = diagnose(_job(tmp_path / "j", {"node0/console.log": console}))
     assert d.events[0].template.startswith("Segmentation fault")
     assert d.stage == "teardown"
+
+
+def test_a_program_the_interpreter_cannot_open_never_started():
+    # public wave 16 horovod-mpirun-master-and-slave0-…-horovod-1068 (dev): mpirun's second host lacks it
+    missing = "[Errno 2] No such file or directory"
+    assert failure_hint(f"python: can't open file 'tensorflow_mnist.py': {missing}") == "init"
+    assert failure_hint(f"/usr/bin/python3: can't open file '/job/train.py': {missing}") == "init"
+    assert failure_hint("OSError: can't open file 'data/train.tfrecord'") != "init"

@@ -162,8 +162,8 @@ def test_the_test_halves_of_waves_2_to_6_are_held_out_from_stage_and_root_learni
 @pytest.mark.parametrize("n", [7, 8, 9, 10, 11, 12, 13, 14, 15, 16])
 def test_a_measured_wave_test_half_is_held_out_and_its_dev_half_trains(n: int):
     """Waves 7 (session 9), 8 (session 10), 9 (session 12), 10 (session 13), 11 to 14 (session 14), 15
-    (session 15) and 16 (session 16) were measured first on their session's starting engine; since then their dev half trains the
-    stage model and the root model, their test half never does."""
+    (session 15) and 16 (session 16) were measured first on their session's starting engine; since then
+    their dev half trains the stage model and the root model, their test half never does."""
     from engine.bench import root_learn
     truths = [_truth(CORPUS / c) for c in _wave(n)]
     assert {t["split"] for t in truths} == {"dev", "test"}
