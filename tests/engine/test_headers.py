@@ -407,13 +407,15 @@ def test_a_line_with_and_without_its_stamp_keeps_one_message():
     assert with_stamp.level == "INFO"
 
 
+_TPU = "2022-02-23 07:56:56.271731: F external/org_tensorflow/tensorflow/core/tpu/tpu_library_init_fns.inc:104] "
+_XLA = "2023-08-25 11:06:39.330561: E external/xla/xla/service/gpu/nccl_utils.cc:191] "
+
+
 @pytest.mark.parametrize("line, level, message", [
-    # public wave 17 mesh-transformer-jax-…-tpuembeddingengine… (dev): the TPU runtime's FATAL was read as prose
-    ("2022-02-23 07:56:56.271731: F external/org_tensorflow/tensorflow/core/tpu/tpu_library_init_fns.inc:104] "
-     "TpuEmbeddingEngine_WriteParameters not available in this library.", "FATAL",
-     "TpuEmbeddingEngine_WriteParameters not available in this library."),
-    ("2023-08-25 11:06:39.330561: E external/xla/xla/service/gpu/nccl_utils.cc:191] Aborting communicator",
-     "ERROR", "Aborting communicator"),
+    # public wave 17 mesh-transformer-jax-…-tpuembeddingengine… (dev): the TPU runtime's FATAL read as prose
+    (_TPU + "TpuEmbeddingEngine_WriteParameters not available.", "FATAL",
+     "TpuEmbeddingEngine_WriteParameters not available."),
+    (_XLA + "Aborting communicator", "ERROR", "Aborting communicator"),
     ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM", "WARN", "Resource exhausted: OOM"),
 ])
 def test_absl_cpp_log_lines_after_a_stamp_have_a_level(line, level, message):
