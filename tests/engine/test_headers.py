@@ -407,7 +407,8 @@ def test_a_line_with_and_without_its_stamp_keeps_one_message():
     assert with_stamp.level == "INFO"
 
 
-_TPU = "2022-02-23 07:56:56.271731: F external/org_tensorflow/tensorflow/core/tpu/tpu_library_init_fns.inc:104] "
+_TPU = ("2022-02-23 07:56:56.271731: F "
+        "external/org_tensorflow/tensorflow/core/tpu/tpu_library_init_fns.inc:104] ")
 _XLA = "2023-08-25 11:06:39.330561: E external/xla/xla/service/gpu/nccl_utils.cc:191] "
 
 
@@ -416,7 +417,8 @@ _XLA = "2023-08-25 11:06:39.330561: E external/xla/xla/service/gpu/nccl_utils.cc
     (_TPU + "TpuEmbeddingEngine_WriteParameters not available.", "FATAL",
      "TpuEmbeddingEngine_WriteParameters not available."),
     (_XLA + "Aborting communicator", "ERROR", "Aborting communicator"),
-    ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM", "WARN", "Resource exhausted: OOM"),
+    ("W tensorflow/core/framework/op_kernel.cc:968] Resource exhausted: OOM", "WARN",
+     "Resource exhausted: OOM"),
 ])
 def test_absl_cpp_log_lines_after_a_stamp_have_a_level(line, level, message):
     h = parse_header(line)
