@@ -427,3 +427,11 @@ def test_absl_cpp_log_lines_after_a_stamp_have_a_level(line, level, message):
 
 def test_a_letter_and_a_path_inside_prose_are_no_absl_header():
     assert parse_header("see E external/x.cc:12] for the cause").level is None
+
+
+def test_a_bracketed_number_before_a_stamp_is_a_prefix():
+    # public wave 6 jaxlib-0120-…-jax-788 (dev): a job number before the stamp
+    h = parse_header("[1] 2019-06-13 01:17:08.886805: E external/org_tensorflow/tensorflow/compiler/xla/"
+                     "python/local_client.cc:672] Execution of replica 0 failed")
+    assert (h.level, h.message) == ("ERROR", "Execution of replica 0 failed")
+    assert parse_header("[3] 12 items left").message == "[3] 12 items left"
