@@ -435,3 +435,19 @@ def test_a_bracketed_number_before_a_stamp_is_a_prefix():
                      "python/local_client.cc:672] Execution of replica 0 failed")
     assert (h.level, h.message) == ("ERROR", "Execution of replica 0 failed")
     assert parse_header("[3] 12 items left").message == "[3] 12 items left"
+
+
+@pytest.mark.parametrize("line, level, message, dated", [
+    ("2020-12-22 08:09:37,999-INFO: iter: 1860, lr: 0.019983", "INFO", "iter: 1860, lr: 0.019983", True),
+    ("[rank1]: [ERROR] 2025-04-08-18:07:20 (PID:1292363, Device:1, RankID:1) ERR01100 OPS call failed.",
+     "ERROR", "ERR01100 OPS call failed.", True),
+    ("00:28:21.238 [I] [process=0][thread=MainThread] Starting CheckpointManager Save", "INFO",
+     "[process=0][thread=MainThread] Starting CheckpointManager Save", False),
+    ("[16:24:41] include/dmlc/logging.h:303: [16:24:41] src/io/local_filesys.cc:39: Check failed: fwrite",
+     None, "Check failed: fwrite", False),
+])
+def test_paddle_npu_absl_and_dmlc_headers(line, level, message, dated):
+    # public dev pastes (PaddleDetection, torch_npu, Orbax, MXNet) whose headers had stayed in the message; a
+    # time of day alone is no timestamp (as `time-only`)
+    h = parse_header(line)
+    assert (h.level, h.message, h.ts is not None) == (level, message, dated)
