@@ -183,10 +183,10 @@ def test_an_unmeasured_wave_is_held_out_whole_from_stage_and_root_learning():
 
 # wave 13 (session 14), collected under a short deadline, holds each stage besides training four times
 # only (SOURCES.md): the four-times check above covers it
-@pytest.mark.parametrize("n", [10, 11, 12, 14, 16, 17])
+@pytest.mark.parametrize("n", [10, 11, 12, 14, 16, 17, 18])
 def test_a_wave_collected_for_five_of_each_stage_has_them(n: int):
-    """Waves 10 (session 13), 11, 12 and 14 (session 14) and 16 and 17 (session 16) were collected to hold
-    every stage besides training at least five times."""
+    """Waves 10 (session 13), 11, 12 and 14 (session 14) and 16, 17 and 18 (session 16) were collected to
+    hold every stage besides training at least five times."""
     stages = [_truth(CORPUS / c)["stage"] for c in _wave(n)]
     assert all(stages.count(s) >= 5 for s in STAGES if s not in ("training", "unknown")), stages
 
