@@ -1,5 +1,7 @@
 """The severity lexicon (engine/severity.py, data/severity.yaml)."""
 
+import pytest
+
 from engine.severity import severity
 
 
@@ -50,3 +52,15 @@ def test_xlas_resource_exhausted_is_an_oom_and_a_labelled_exception_is_an_except
     assert severity("RESOURCE_EXHAUSTED: Attempting to allocate <*>.<*>.", None) >= 0.95
     assert severity("UnfilteredStackTrace: RuntimeError: the device is gone", None) >= 0.8
     assert severity("Note: RuntimeError is raised when …", None) < 0.8  # no exception line, a mention
+
+
+@pytest.mark.parametrize("line", [
+    "double free or corruption (out)",  # public wave 18 spacy-…-9866 (dev): glibc's reason before "Aborted"
+    "*** Error in `python': double free or corruption (!prev): 0x000055d1c0a3b0f0 ***",
+    "free(): invalid pointer",
+    "munmap_chunk(): invalid pointer",
+    "malloc(): corrupted top size",
+    "src/tcmalloc.cc:283] Attempt to free invalid pointer 0x1",  # public wave 5 epoch14-…-yolov3-650 (dev)
+])
+def test_the_c_librarys_heap_check_outranks_the_abort_it_causes(line):
+    assert severity(line, None) > severity("Aborted (core dumped)", None)
