@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.known import KnownSignature
+from engine.lastwords import last_words
 from engine.masking import MASK
 from engine.model import ClockNote, ParsedJob
 from engine.quiet import quiet_evidence
@@ -58,6 +59,7 @@ class ScoredEvent:
     evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
     evidence_nodes: tuple[str, ...] = ()  # the nodes of those lines (where the event points), if known
     known: str | None = None  # the id of the known signature its lines match (engine.known)
+    last_words: bool = False  # it ends a rank file of a job with no alarm in sight (engine.lastwords)
 
 
 _ALPHA = re.compile(r"[A-Za-z]{3,}")
@@ -153,6 +155,10 @@ def score_events(parsed: ParsedJob, candidates: list[int], *, known: Sequence[Kn
     # unless its words say the other side went away as well
     gone_after = any(sev_of[i] >= ROOT_SEVERITY and roles.role.get(i) in (None, CASCADE, WRAPPER)
                      and i not in roles.disconnects for i in candidates)
+    # no alarm anywhere (a run that hung at its end, one that stopped without an error): where its ranks
+    # stopped is evidence, shown after the best-scored lines (select_events), never above them
+    alarm = any(sev_of[i] >= ROOT_SEVERITY for i in candidates)
+    quiet_ends = set() if alarm else set(last_words(parsed, candidates))
     out = []
     for i in candidates:
         t = parsed.templates[i]
@@ -171,7 +177,8 @@ def score_events(parsed: ParsedJob, candidates: list[int], *, known: Sequence[Kn
         score = sev * (0.6 + 0.25 * spec + 0.15 * rarity) * damp
         out.append(ScoredEvent(i, round(min(1.0, score), 4), sev, role in (CASCADE, CONSEQUENCE), role,
                                tuple(roles.evidence.get(i, ())),
-                               tuple(sorted(roles.evidence_nodes.get(i, ()))), known_of.get(i)))
+                               tuple(sorted(roles.evidence_nodes.get(i, ()))), known_of.get(i),
+                               i in quiet_ends))
     out.sort(key=lambda e: (-e.score, parsed.templates[e.id].first_seen or "~", e.id))
     return out
 
@@ -187,6 +194,9 @@ def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:
     if not kept:  # a failed job where nothing reaches the floor: its best few, not an empty answer
         kept = [e for e in scored[:FALLBACK_EVENTS] if e.score >= max(FALLBACK_SCORE, RELATIVE * top)]
         kept = kept or scored[:1]
+    if not any(e.severity >= ROOT_SEVERITY for e in kept):  # no alarm: where the ranks stopped, after them
+        ends = [e for e in scored if e.last_words and e not in kept]
+        kept = kept + ends[:max(0, MAX_EVENTS - len(kept))]
     if not any(e.role in (None, REPORT) and e.severity >= ROOT_SEVERITY for e in kept):
         return kept  # no root cause in sight: the echoes are the evidence
     out, echoes = [], 0
