@@ -96,13 +96,15 @@ def test_an_excerpt_of_one_template_reports_it(tmp_path):
 
 def test_a_job_of_several_routine_templates_gets_no_floor(tmp_path):
     # no template is lifted as an excerpt's only message: they stay weak, below the floor, and only the best
-    # is shown, as a failed job's best line (engine.events FALLBACK_SCORE: a hang's last words look like this)
+    # is shown, as a failed job's best line (engine.events FALLBACK_SCORE), then the line it ended with (no
+    # alarm in sight: engine.lastwords)
     from engine.events import MIN_SCORE
     lines = [line for k in range(3)
              for line in (f"epoch {k} done", f"saving to out/ckpt-{k}", f"lr now 0.{k}1")]
     job = write_failed_job(tmp_path / "j", {"node0/console.log": lines})
     events = diagnose(job).events
-    assert len(events) == 1 and events[0].score < MIN_SCORE
+    assert len(events) == 2 and all(e.score < MIN_SCORE for e in events)
+    assert "lr now" in events[-1].template
 
 
 def test_an_abort_with_no_message_after_the_rank_s_own_timeout_ranks_below_it(tmp_path):
