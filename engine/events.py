@@ -59,7 +59,7 @@ class ScoredEvent:
     evidence: tuple[str, ...] = ()  # raw lines to show before the template's own examples
     evidence_nodes: tuple[str, ...] = ()  # the nodes of those lines (where the event points), if known
     known: str | None = None  # the id of the known signature its lines match (engine.known)
-    last_words: bool = False  # it ends a rank file of a job with no alarm in sight (engine.lastwords)
+    last_words: bool = False  # it ends a log file of a job with no alarm in sight (engine.lastwords)
 
 
 _ALPHA = re.compile(r"[A-Za-z]{3,}")
@@ -185,7 +185,8 @@ def score_events(parsed: ParsedJob, candidates: list[int], *, known: Sequence[Kn
 
 def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:
     """The events worth reading: above the floor, near the best, at most MAX_EVENTS, and at most
-    MAX_ECHOES echoes (cascades, summaries, wrappers, context) below a possible root cause."""
+    MAX_ECHOES echoes (cascades, summaries, wrappers, context) below a possible root cause. Where none of
+    them raises an alarm (ROOT_SEVERITY), the last words (`ScoredEvent.last_words`) follow them."""
     if not scored:
         return []
     top = scored[0].score

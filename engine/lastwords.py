@@ -15,9 +15,9 @@ _WORD = re.compile(r"\b(?!(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)
 
 
 def last_words(parsed: ParsedJob, candidates: Iterable[int], most: int = 1) -> list[int]:
-    """The candidate events that end a rank file (the file's last line among the candidates that holds a
-    word), at most `most`: the ones fewest files end with first (a rank that stopped somewhere the others
-    did not), then the one written furthest into its file."""
+    """The candidate events that end a log file of the job (the file's last line among the candidates that
+    holds a word), at most `most`: the ones fewest files end with first (a rank that stopped somewhere the
+    others did not), then the one written furthest into its file."""
     cand = set(candidates)
     ends: dict[str, tuple[int, int]] = {}
     for path, positions in parsed.positions.items():
@@ -27,6 +27,9 @@ def last_words(parsed: ParsedJob, candidates: Iterable[int], most: int = 1) -> l
                 best = (last, i)
         if best is not None:
             ends[path] = best
-    share = Counter(i for _, i in ends.values())
-    deepest = {i: max(line for line, j in ends.values() if j == i) for i in share}
+    share: Counter[int] = Counter()
+    deepest: dict[int, int] = {}
+    for line, i in ends.values():
+        share[i] += 1
+        deepest[i] = max(deepest.get(i, 0), line)
     return sorted(share, key=lambda i: (share[i], -deepest[i], i))[:most]

@@ -66,6 +66,7 @@ class Candidate:
     score: float  # the hand score
     severity: float
     role: str | None
+    last_words: bool = False  # shown after the selected events where none raises an alarm (engine.lastwords)
 
 
 @dataclass
@@ -86,7 +87,8 @@ class Record:
         return {"case": self.case, "corpus": self.corpus, "source": self.source, "wave": self.wave,
                 "split": self.split,
                 "candidates": [{"f": c.features, "label": int(c.label), "score": c.score,
-                                "severity": c.severity, "role": c.role} for c in self.candidates]}
+                                "severity": c.severity, "role": c.role, "last_words": int(c.last_words)}
+                               for c in self.candidates]}
 
 
 def record_from_dict(d: dict) -> Record:
@@ -94,7 +96,8 @@ def record_from_dict(d: dict) -> Record:
                   split=str(d.get("split") or ""),
                   candidates=[Candidate(features={k: float(v) for k, v in c["f"].items()},
                                         label=bool(c["label"]), score=float(c["score"]),
-                                        severity=float(c["severity"]), role=c.get("role"))
+                                        severity=float(c["severity"]), role=c.get("role"),
+                                        last_words=bool(c.get("last_words", 0)))
                               for c in d["candidates"]])
 
 
@@ -113,7 +116,7 @@ def extract_case(case: Path, truth: dict) -> Record:
         t = job.templates[e.id]
         examples = list(dict.fromkeys([*e.evidence, *t.examples]))[:3]  # as `analyze` shows them
         cands.append(Candidate(features=f, label=shows_root(t.template, examples, roots), score=e.score,
-                               severity=e.severity, role=e.role))
+                               severity=e.severity, role=e.role, last_words=e.last_words))
     corpus = corpus_of(truth)
     return Record(case=case.name, corpus=corpus,
                   source=source_group(truth) if corpus != "synthetic" else "synthetic",
@@ -156,7 +159,8 @@ def shown_rank(record: Record, order: Sequence[int]) -> int | None:
     values = [c.score for c in cands[:k]]
     seq = [*order, *range(k, len(cands))]
     events = [ScoredEvent(id=j, score=values[n] if n < k else cands[j].score, severity=cands[j].severity,
-                          cascade=cands[j].role in ("cascade", "consequence"), role=cands[j].role)
+                          cascade=cands[j].role in ("cascade", "consequence"), role=cands[j].role,
+                          last_words=cands[j].last_words)
               for n, j in enumerate(seq)]
     for place, e in enumerate(select_events(events), start=1):
         if cands[e.id].label:

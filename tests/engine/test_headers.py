@@ -451,3 +451,12 @@ def test_paddle_npu_absl_and_dmlc_headers(line, level, message, dated):
     # time of day alone is no timestamp (as `time-only`)
     h = parse_header(line)
     assert (h.level, h.message, h.ts is not None) == (level, message, dated)
+
+
+def test_pythons_level_glued_to_its_asctime_then_the_logger_is_a_header():
+    h = parse_header("INFO:2024-06-25 00:34:55,142:jax._src.xla_bridge:889: Unable to initialize backend")
+    assert (h.level, h.ts) == ("INFO", "2024-06-25T00:34:55.142000Z")
+    assert h.message == "Unable to initialize backend"
+    # no logger's name there: an exception's class or a URL stays in the message
+    assert "ValueError: bad" in parse_header("ERROR:2024-06-25 00:34:55,039:ValueError: bad").message
+    assert "https://x/y" in parse_header("ERROR:2024-06-25 00:34:55,039:https://x/y").message

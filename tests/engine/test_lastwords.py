@@ -37,6 +37,17 @@ def test_a_quiet_job_shows_where_its_ranks_stopped(tmp_path):
     assert any("after training is done" in e.template for e in d.events[:3])
 
 
+def test_the_last_words_follow_the_best_line_never_above_it(tmp_path):
+    job = _job(tmp_path / "job", ending={3: "[after training is done] datetime: 2024-05-01 10:20:40"})
+    rank = job / "node-1" / "rank.log"
+    lines = rank.read_text().splitlines()
+    lines.insert(10, "2024-05-01 10:09:30 WARNING slow rank: step took 3x the median")
+    write_rank(rank, lines)
+    events = diagnose(job).events
+    words = [k for k, e in enumerate(events) if "after training is done" in e.template]
+    assert "slow rank" in events[0].template and words and words[0] > 0
+
+
 def test_an_alarm_in_sight_keeps_the_last_words_out(tmp_path):
     d = diagnose(_job(tmp_path / "job", ending={1: "[after training is done] datetime: 2024-05-01 10:20:40"},
                       error="RuntimeError: CUDA error: an illegal memory access was encountered"))

@@ -64,3 +64,17 @@ def test_xlas_resource_exhausted_is_an_oom_and_a_labelled_exception_is_an_except
 ])
 def test_the_c_librarys_heap_check_outranks_the_abort_it_causes(line):
     assert severity(line, None) > severity("Aborted (core dumped)", None)
+
+
+def test_a_status_code_heading_a_message_and_a_device_held_elsewhere_are_errors():
+    tpu = "Unable to initialize backend 'tpu': ABORTED: The TPU is already in use by process with pid <*>."
+    assert severity(tpu, None) >= 0.8
+    assert severity("FAILED_PRECONDITION: open(/dev/vfio/<*>): Device or resource busy", None) >= 0.8
+    # a counter's name before its number, and a port a tool moves off, are no failure
+    assert severity("Stats: ABORTED: 0 UNAVAILABLE: 0 UNKNOWN: 0", None) < 0.6
+    assert severity("Port 6006 is already in use, trying 6007", None) < 0.6
+
+
+def test_a_thread_s_uncaught_exception_report_is_an_error_below_the_exception_itself():
+    head = severity("Exception in thread Thread-3:", None)
+    assert 0.6 <= head < severity("EOFError: Ran out of input", None)
