@@ -185,8 +185,8 @@ def score_events(parsed: ParsedJob, candidates: list[int], *, known: Sequence[Kn
 
 def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:
     """The events worth reading: above the floor, near the best, at most MAX_EVENTS, and at most
-    MAX_ECHOES echoes (cascades, summaries, wrappers, context) below a possible root cause. Where none of
-    them raises an alarm (ROOT_SEVERITY), the last words (`ScoredEvent.last_words`) follow them."""
+    MAX_ECHOES echoes (cascades, summaries, wrappers, context) below a possible root cause, then the last
+    words (`ScoredEvent.last_words`, flagged only where no candidate raises an alarm) not among them."""
     if not scored:
         return []
     top = scored[0].score
@@ -195,9 +195,8 @@ def select_events(scored: list[ScoredEvent]) -> list[ScoredEvent]:
     if not kept:  # a failed job where nothing reaches the floor: its best few, not an empty answer
         kept = [e for e in scored[:FALLBACK_EVENTS] if e.score >= max(FALLBACK_SCORE, RELATIVE * top)]
         kept = kept or scored[:1]
-    if not any(e.severity >= ROOT_SEVERITY for e in kept):  # no alarm: where the ranks stopped, after them
-        ends = [e for e in scored if e.last_words and e not in kept]
-        kept = kept + ends[:max(0, MAX_EVENTS - len(kept))]
+    # last words are flagged only in a job with no alarm (score_events): where its ranks stopped, last
+    kept = kept + [e for e in scored if e.last_words and e not in kept][:MAX_EVENTS - len(kept)]
     if not any(e.role in (None, REPORT) and e.severity >= ROOT_SEVERITY for e in kept):
         return kept  # no root cause in sight: the echoes are the evidence
     out, echoes = [], 0
