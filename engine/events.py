@@ -123,6 +123,8 @@ def score_events(parsed: ParsedJob, candidates: list[int], *, known: Sequence[Kn
             sev_of[i] = max(sev_of[i], learned_severity(parsed.templates[i], sev_of[i], lift))
     known_of = quiet_evidence(parsed, candidates, sev_of, roles.role, cascade=CASCADE, alarm=ROOT_SEVERITY,
                               known=known, history=history, clock=clock)
+    for i in roles.restated:  # an account ranks as its restatement, which no signature names
+        roles.role.pop(i, None)
     # one fault told in lines a signature names alike, close together: its best event shows them
     # together (engine.reports)
     for keeper, members in report_groups(parsed, candidates, known_of, sev_of, roles.role).items():

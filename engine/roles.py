@@ -77,6 +77,8 @@ class Roles:
     disconnects: set[int] = field(default_factory=set)  # cascades, wrappers saying the other side went away
     blocks: int = 0  # launcher blocks of first observed failures read
     wrapped: set[int] = field(default_factory=set)  # the rest of hard-wrapped sentences (context, not code)
+    # events that rank as the restatement after them (`_restated`): no role, whatever a signature says
+    restated: set[int] = field(default_factory=set)
 
 
 @lru_cache(maxsize=1)
@@ -163,7 +165,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     _killed_first(parsed, candidates, out)
     _excerpt(parsed, candidates, severity, msgs, indented, out)
     _open_traceback_ends(parsed, candidates, severity, msgs, out)
-    _restated(parsed, candidates, out)
+    _restated(parsed, candidates, severity, out)
     return out
 
 
@@ -173,14 +175,21 @@ def _restates() -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{p})" for p in pats)) if pats else None
 
 
-def _restated(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
+def _restated(parsed: ParsedJob, candidates: list[int], severity: dict[int, float], out: Roles) -> None:
     """A line that restates the one right before it in its file (severity.yaml `restates`: the watchdog's
-    "Exception (either an error or timeout) detected by watchdog at work: 140" after its "Watchdog caught
-    collective operation timeout: WorkNCCL(SeqNum=140 …)") is shown with that line first: one account of
-    one failure, whichever of the two ranks higher."""
+    "Exception (either an error or timeout) detected by watchdog at work: 140" or "failure detected by
+    watchdog at work sequence id: 140" after its "Watchdog caught collective operation timeout:
+    WorkNCCL(SeqNum=140 …)") is one account of one failure with it. Where that line is an event of its own,
+    the restatement is its context: the event it restates is shown with both lines and ranks as the better
+    of the two (the restatement's severity, and no role where it has none: its generic "error" outweighs
+    the timeout's words, which the lexicon and the fault library list as a cascade), and its template, the
+    one an SRE confirms as a pattern, names the collective. Where it is none (filtered as routine), the
+    restatement is shown with it first."""
     rx = _restates()
     if rx is None:
         return
+    cands = set(candidates)
+    starts: dict[str, dict[int, int]] = {}  # per file: line number -> the candidate first seen there
     for i in candidates:
         if not rx.search(parsed.templates[i].template):
             continue
@@ -191,8 +200,35 @@ def _restated(parsed: ParsedJob, candidates: list[int], out: Roles) -> None:
             window = read_window(path, at[0], before=1, after=0)  # the line it restates, of its own rank
             if window is None or window.at < 1 or not window.lines[window.at - 1].strip():
                 continue
-            _show_lines(out, i, window.lines[window.at - 1: window.at + 1])
+            if path not in starts:
+                starts[path] = {first: j for j, (first, _) in pos.items() if j in cands}
+            restated = _restated_event(parsed, starts[path], at[0], rx)
+            if restated is not None and restated != i:
+                if out.role.get(i) is None:
+                    out.role.pop(restated, None)
+                    out.restated.add(restated)
+                out.inherited[restated] = max(out.inherited.get(restated, 0.0), severity.get(i, 0.0),
+                                              out.inherited.get(i, 0.0))
+                out.role[i] = CONTEXT
+                _show_lines(out, restated, window.lines[window.at - 1: window.at + 1])
+            else:
+                _show_lines(out, i, window.lines[window.at - 1: window.at + 1])
             break
+
+
+RESTATED_REACH = 3  # restatements in a row that are looked through for the line they restate
+
+
+def _restated_event(parsed: ParsedJob, starts: dict[int, int], line: int, rx: re.Pattern[str]) -> int | None:
+    """The candidate first seen on the line before `line`, past other restatements of it right before
+    (the watchdog's "Timeout at NCCL work: 600" comes after its "Exception (either an error or timeout)
+    detected by watchdog at work: 600", both after the "Watchdog caught" line); None where that line is
+    no candidate's first."""
+    for back in range(1, RESTATED_REACH + 1):
+        j = starts.get(line - back)
+        if j is None or not rx.search(parsed.templates[j].template):
+            return j
+    return None
 
 
 STOOD_SEVERITY = 0.6  # the code line a file's last, unfinished traceback ends at (see _open_traceback_ends)

@@ -275,6 +275,73 @@ def test_the_watchdogs_summary_is_shown_with_the_timeout_it_restates(tmp_path):
     assert any("detected by watchdog" in line for line in first) or "Watchdog caught" in d.events[0].template
 
 
+_PG = "ProcessGroupNCCL.cpp:{line}] [PG ID 0 PG GUID 0(default_pg) Rank {r}]"
+
+
+def _watchdog_pair(r: int, seq: int = 600) -> list[str]:
+    """A rank's watchdog timeout and the two lines that restate it (PyTorch 2.4)."""
+    works = f"last enqueued NCCL work: {seq}, last completed NCCL work: {seq - 1}."
+    return [f"[rank{r}]:[E1219 03:01:55.98944980{r} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
+            f"collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=_ALLGATHER_BASE, NumelIn=58309504, "
+            "NumelOut=233238016, Timeout(ms)=1800000) ran for 1800080 milliseconds before timing out.",
+            f"[rank{r}]:[E1219 03:01:55.99017576{r} {_PG.format(line=1785, r=r)} Exception (either an "
+            f"error or timeout) detected by watchdog at work: {seq}, {works}",
+            f"[rank{r}]:[E1219 03:01:56.09510930{r} {_PG.format(line=1834, r=r)} Timeout at NCCL work: "
+            f"{seq}, {works}"]
+
+
+_TIMEOUT = "[Rank <*>] Watchdog caught collective operation timeout"
+
+
+def test_the_watchdogs_restatements_are_one_account_under_the_timeouts_own_template(tmp_path):
+    """The watchdog's "Exception (either an error or timeout) detected by watchdog at work: 600" and,
+    after the abort, "Timeout at NCCL work: 600" restate its "Watchdog caught collective operation
+    timeout" line: the account is one event whose template names the collective (the one an SRE confirms
+    as a pattern), ranked where its restatement's "error" put it, shown with the lines it restates
+    (public: an FSDP save's ALLGATHER_BASE timing out after 30 minutes)."""
+    files = {f"node0/rank{r}.log": _watchdog_pair(r) for r in (0, 1)}
+    d = diagnose(_job(tmp_path / "j", files))
+    first = d.events[0]
+    assert first.template.startswith(_TIMEOUT)
+    assert any("detected by watchdog" in line for line in first.examples)
+    assert not any("detected by watchdog" in e.template or "Timeout at NCCL work" in e.template
+                   for e in d.events)
+
+
+def test_pytorch_2_5s_watchdog_failure_line_restates_the_timeout(tmp_path):
+    """PyTorch 2.5 words the restatement "failure detected by watchdog at work sequence id: N …"."""
+    lines = _watchdog_pair(3, 335785)[:1] + [
+        f"[rank3]:[E418 18:32:45.457196525 {_PG.format(line=2168, r=3)}  failure detected by watchdog at "
+        "work sequence id: 335785 PG status: last enqueued work: 335785, last completed work: 335784"]
+    d = diagnose(_job(tmp_path / "j", {"node0/rank3.log": lines}))
+    assert d.events[0].template.startswith(_TIMEOUT)
+    assert not any("failure detected by watchdog" in e.template for e in d.events)
+
+
+def test_the_fault_librarys_cascade_pattern_does_not_demote_the_restated_timeout(tmp_path):
+    """The built-in fault library lists the watchdog timeout as a cascade (a symptom: kb/library/nccl.yaml
+    `nccl-watchdog-timeout`); its restatement, which no pattern names, ranked as a possible root cause: the
+    one account keeps that rank where such a signature is known too (a watchdog thread's `what():`, which
+    quotes the timeout, does not come first)."""
+    from engine.known import KnownSignature
+    cascade = KnownSignature(id="nccl-watchdog-timeout", root=False, weight=0.95,
+                             regexes=("Watchdog caught collective operation timeout",))
+    hostname = "[W socket.cpp:204] [c10d] The hostname of the client socket cannot be retrieved. err=-3"
+    files = {}
+    for r in range(6):
+        files[f"node{r // 2}/rank{r}.log"] = [f"[rank{r}]:{hostname}", *_watchdog_pair(r)[:2],
+                                              f"[rank{r}]:  what():  [PG 1 Rank {r}] Process group watchdog "
+                                              f"thread terminated with exception: [Rank {r}] Watchdog caught "
+                                              "collective operation timeout: WorkNCCL(SeqNum=600, "
+                                              "OpType=_ALLGATHER_BASE) ran for 1800080 milliseconds"]
+    files["node0/rank1.log"].insert(3, "[rank1]:terminate called after throwing an instance of "
+                                       "'c10::DistBackendError'")
+    plain = diagnose(_job(tmp_path / "a", files))
+    known = diagnose(_job(tmp_path / "b", files), known=[cascade])
+    for d in (plain, known):  # (not a substring test: the `what():` line quotes the timeout)
+        assert d.events[0].template.startswith(_TIMEOUT), [e.template for e in d.events]
+
+
 def test_sruns_task_reports_are_a_report_or_a_consequence():
     """srun's "node12: task 3: Killed" (its "srun: error:" header stripped) reports a death the rank may not
     have logged; "Exited with exit code 1" and "Aborted (core dumped)" echo what the task logged itself."""
