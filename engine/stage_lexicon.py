@@ -28,8 +28,9 @@ class Lexicon:
 
     def function_stages(self, func: str) -> frozenset[str]:
         """The stages a traceback frame's function points to ("Trainer._save_checkpoint" and
-        "_save_checkpoint" alike: the last component of a dotted or C++ name)."""
-        name = re.split(r"\.|::", func.strip())[-1]
+        "_save_checkpoint" alike: the last component of a dotted or C++ name, without a C++ signature's
+        argument list: "caffe2::serialize::PyTorchStreamWriter::writeRecord(std::string const&, …")."""
+        name = re.split(r"\.|::", func.strip().split("(", 1)[0])[-1]
         return self.functions.get(name, frozenset())
 
     def phrase_stages(self, text: str) -> list[str]:

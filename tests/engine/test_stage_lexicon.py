@@ -36,6 +36,27 @@ def test_a_frame_is_read_by_its_last_name_and_a_name_of_two_stages_reads_none():
         ["checkpointing", "model_loading"]
 
 
+def test_a_cpp_frame_is_read_by_its_name_without_its_signature():
+    """A symbolized C++ frame carries its argument list, whose types hold `::` too (public: a segfault in
+    torch.save's writer at a Megatron checkpoint save, `PyTorchStreamWriter::writeRecord(std::__cxx11::…`)."""
+    frame = "caffe2::serialize::PyTorchStreamWriter::writeRecord(std::__cxx11::basic_string<char,"
+    assert lexicon().function_stages(frame) == {"checkpointing"}
+    assert LEX.function_stages("c10d::ProcessGroupNCCL::_save_checkpoint(at::Tensor&, c10::Device)") == {
+        "checkpointing"}
+
+
+@pytest.mark.parametrize("line", [
+    "trainval_distributed.py: error: unrecognized arguments: --local-rank=1",
+    "train.py: error: the following arguments are required: --data-path",
+    "main.py: error: argument --lr: invalid float value: 'x'",
+])
+def test_argparse_errors_read_as_init(line: str):
+    """CPython's argparse reports a bad command line ("prog.py: error: …" under its usage line) before
+    anything else runs (public: a newer torch launcher's `--local-rank` that the script's parser does not
+    declare)."""
+    assert lexicon().phrase_stages(line) == ["init"]
+
+
 def test_the_reading_takes_the_innermost_known_frame_then_the_failure_then_after_then_the_last_before():
     assert reading("KeyError: 'text'", [], ["Loading checkpoint shards: 100%"],
                    ["_map_single", "from_pretrained"], LEX) == "data_loading"
