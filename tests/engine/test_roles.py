@@ -353,27 +353,6 @@ def test_sruns_task_reports_are_a_report_or_a_consequence():
     assert lexicon_role("node12: task <*>: Aborted (core dumped)") == "consequence"
 
 
-def test_the_shells_report_of_a_signal_is_a_report_below_what_the_process_said(tmp_path):
-    """The shell's "Aborted (core dumped)" (bash's "run.sh: line 15: 39865 Segmentation fault (core dumped)
-    python …") reports a death the process may have explained itself: below glog's check failure it ranks
-    second (public: Caffe's exit-time destructor aborting), alone it is the evidence there is."""
-    check = ["*** Check failure stack trace: ***",
-             "    @     0x7fa08c5791e1  caffe::SyncedMemory::~SyncedMemory()",
-             "    @     0x7fa08c5df1e5  caffe::Blob<>::~Blob()", "Aborted (core dumped)"]
-    d = diagnose(_job(tmp_path / "a", {"node0/console.log": ["solver.cpp:414] Optimization Done.", *check]}))
-    assert "Check failure stack trace" in d.events[0].template, [e.template for e in d.events]
-    alone = ["epoch 3 done", "Segmentation fault (core dumped)"]
-    assert diagnose(_job(tmp_path / "b", {"node0/console.log": alone})).events[0].template == alone[1]
-
-
-def test_the_shells_report_is_read_bare_or_behind_bashs_script_line():
-    from engine.roles import lexicon_role
-
-    assert lexicon_role("Aborted (core dumped)") == "report"
-    assert lexicon_role("run.sh: line <*>: <*> Segmentation fault (core dumped)  python train.py") == "report"
-    assert lexicon_role("Unexpected bus error encountered in worker. This might be caused by") != "report"
-
-
 def test_a_file_that_ends_in_a_frame_and_its_code_line_stood_there(tmp_path):
     """A launcher left waiting for a worker that never exits, interrupted: its traceback ends at the frame
     it stood in, with no exception after it (public: torch.distributed.launch's `os.waitpid`)."""
