@@ -179,13 +179,14 @@ def _restated(parsed: ParsedJob, candidates: list[int], severity: dict[int, floa
     """A line that restates the one right before it in its file (severity.yaml `restates`: the watchdog's
     "Exception (either an error or timeout) detected by watchdog at work: 140" or "failure detected by
     watchdog at work sequence id: 140" after its "Watchdog caught collective operation timeout:
-    WorkNCCL(SeqNum=140 …)") is one account of one failure with it. Where that line is an event of its own,
-    the restatement is its context: the event it restates is shown with both lines and ranks as the better
-    of the two (the restatement's severity, and no role where it has none: its generic "error" outweighs
-    the timeout's words, which the lexicon and the fault library list as a cascade), and its template, the
-    one an SRE confirms as a pattern, names the collective. Where it is none (filtered as routine), the
-    restatement is shown with it first."""
-    rx = _restates()
+    WorkNCCL(SeqNum=140 …)", `restated`) is one account of one failure with it. Where that line is the first
+    of an event of its own, the restatement is its context: the event it restates is shown with the lines
+    and ranks as the better of the two (the restatement's severity, and no role where it has none: its
+    generic "error" outweighs the timeout's words, which the lexicon and the fault library list as a
+    cascade), and its template, the one an SRE confirms as a pattern, names the collective. Otherwise (the
+    line before is another line, or not that event's first: ranks interleaved in one console) the
+    restatement is shown with the line before it first."""
+    rx, target = _restates(), _restated_rx()
     if rx is None:
         return
     cands = set(candidates)
@@ -197,37 +198,51 @@ def _restated(parsed: ParsedJob, candidates: list[int], severity: dict[int, floa
             at = pos.get(i)
             if at is None or at[0] < 1:
                 continue
-            window = read_window(path, at[0], before=1, after=0)  # the line it restates, of its own rank
-            if window is None or window.at < 1 or not window.lines[window.at - 1].strip():
-                continue
             if path not in starts:
                 starts[path] = {first: j for j, (first, _) in pos.items() if j in cands}
-            restated = _restated_event(parsed, starts[path], at[0], rx)
-            if restated is not None and restated != i:
+            found = _restated_event(parsed, starts[path], at[0], rx, target)
+            back = found[1] if found is not None else 1
+            window = read_window(path, at[0], before=back, after=0)  # the line it restates, of its own rank
+            if window is None or window.at < back or not window.lines[window.at - back].strip():
+                continue
+            shown = window.lines[window.at - back: window.at + 1]
+            if found is not None:
+                restated = found[0]
                 if out.role.get(i) is None:
                     out.role.pop(restated, None)
                     out.restated.add(restated)
                 out.inherited[restated] = max(out.inherited.get(restated, 0.0), severity.get(i, 0.0),
                                               out.inherited.get(i, 0.0))
                 out.role[i] = CONTEXT
-                _show_lines(out, restated, window.lines[window.at - 1: window.at + 1])
+                _show_lines(out, restated, shown)
             else:
-                _show_lines(out, i, window.lines[window.at - 1: window.at + 1])
+                _show_lines(out, i, shown)
             break
 
 
 RESTATED_REACH = 3  # restatements in a row that are looked through for the line they restate
 
 
-def _restated_event(parsed: ParsedJob, starts: dict[int, int], line: int, rx: re.Pattern[str]) -> int | None:
-    """The candidate first seen on the line before `line`, past other restatements of it right before
-    (the watchdog's "Timeout at NCCL work: 600" comes after its "Exception (either an error or timeout)
-    detected by watchdog at work: 600", both after the "Watchdog caught" line); None where that line is
-    no candidate's first."""
+@lru_cache(maxsize=1)
+def _restated_rx() -> re.Pattern[str]:
+    pats = load("severity")["roles"].get("restated") or []
+    return re.compile("|".join(f"(?:{p})" for p in pats) or "(?!)")
+
+
+def _restated_event(parsed: ParsedJob, starts: dict[int, int], line: int, rx: re.Pattern[str],
+                    target: re.Pattern[str]) -> tuple[int, int] | None:
+    """(the candidate first seen on a line before `line`, how many lines before) past other restatements
+    right before it (the watchdog's "Timeout at NCCL work: 600" comes after its "Exception (either an error
+    or timeout) detected by watchdog at work: 600", both after the "Watchdog caught" line), when that
+    candidate is what restatements restate (`target`); None where the line is no candidate's first or
+    something else (an NCCL INFO line between them)."""
     for back in range(1, RESTATED_REACH + 1):
         j = starts.get(line - back)
-        if j is None or not rx.search(parsed.templates[j].template):
-            return j
+        if j is None:
+            return None
+        template = parsed.templates[j].template
+        if not rx.search(template):
+            return (j, back) if target.search(template) else None
     return None
 
 

@@ -18,6 +18,8 @@ from functools import lru_cache
 
 from engine.rules import load
 
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")  # an innermost C++ template argument list
+
 DATA = "stage_lexicon"
 
 
@@ -29,8 +31,12 @@ class Lexicon:
     def function_stages(self, func: str) -> frozenset[str]:
         """The stages a traceback frame's function points to ("Trainer._save_checkpoint" and
         "_save_checkpoint" alike: the last component of a dotted or C++ name, without a C++ signature's
-        argument list: "caffe2::serialize::PyTorchStreamWriter::writeRecord(std::string const&, …")."""
-        name = re.split(r"\.|::", func.strip().split("(", 1)[0])[-1]
+        argument list or template arguments: "caffe2::serialize::PyTorchStreamWriter::writeRecord(std::string
+        const&, …")."""
+        name = func.strip().split("(", 1)[0]
+        while "<" in name and name != (name := _TEMPLATE_ARGS.sub("", name)):
+            pass  # `writeRecord<std::vector<int>>`: template arguments hold `::` too
+        name = re.split(r"\.|::", name)[-1]
         return self.functions.get(name, frozenset())
 
     def phrase_stages(self, text: str) -> list[str]:

@@ -308,6 +308,26 @@ def test_the_watchdogs_restatements_are_one_account_under_the_timeouts_own_templ
                    for e in d.events)
 
 
+def test_the_account_ranks_with_its_restatements_severity(tmp_path):
+    """The timeout's own words weigh less than the restatement's "error": the account takes the better."""
+    alone = diagnose(_job(tmp_path / "a", {"node0/rank0.log": _watchdog_pair(0)[:1]}))
+    told = diagnose(_job(tmp_path / "b", {"node0/rank0.log": _watchdog_pair(0)[:2]}))
+    assert told.events[0].template.startswith(_TIMEOUT) and alone.events[0].template.startswith(_TIMEOUT)
+    assert told.events[0].score > alone.events[0].score
+
+
+def test_only_the_timeout_is_restated_not_a_line_between(tmp_path):
+    """A line between the restatements (NCCL's INFO about the communicator it aborts) is not what they
+    restate: it takes neither their severity nor the lines (a review's finding)."""
+    abort = ("[rank0]:gpu-a1:4242:4300 [0] NCCL INFO comm 0x55d1c7a0 rank 0 nranks 2 cudaDev 0 busId 1000 - "
+             "Abort COMPLETE")
+    pair = _watchdog_pair(0)
+    d = diagnose(_job(tmp_path / "j", {"node0/rank0.log": [pair[0], pair[1], abort, pair[2]]}))
+    assert d.events[0].template.startswith(_TIMEOUT), [e.template for e in d.events]
+    info = [e for e in d.events if "Abort COMPLETE" in e.template]
+    assert not info or info[0].score < 0.3
+
+
 def test_pytorch_2_5s_watchdog_failure_line_restates_the_timeout(tmp_path):
     """PyTorch 2.5 words the restatement "failure detected by watchdog at work sequence id: N …"."""
     lines = _watchdog_pair(3, 335785)[:1] + [

@@ -43,12 +43,14 @@ def test_a_cpp_frame_is_read_by_its_name_without_its_signature():
     assert lexicon().function_stages(frame) == {"checkpointing"}
     assert LEX.function_stages("c10d::ProcessGroupNCCL::_save_checkpoint(at::Tensor&, c10::Device)") == {
         "checkpointing"}
+    assert LEX.function_stages("ns::_save_checkpoint<std::vector<c10::IValue>>(x)") == {"checkpointing"}
 
 
 @pytest.mark.parametrize("line", [
     "trainval_distributed.py: error: unrecognized arguments: --local-rank=1",
     "train.py: error: the following arguments are required: --data-path",
     "main.py: error: argument --lr: invalid float value: 'x'",
+    "main.py: error: one of the arguments --train --eval is required",
 ])
 def test_argparse_errors_read_as_init(line: str):
     """CPython's argparse reports a bad command line ("prog.py: error: …" under its usage line) before
