@@ -19,7 +19,7 @@ CORPUS = Path(__file__).parents[2] / "fixtures" / "public_logs"
 CASES = case_dirs(CORPUS)
 # each later wave (collected after the waves before it were used for tuning): the cases it holds at least
 AT_LEAST = {2: 30, 3: 30, 4: 40, 5: 40, 6: 50, 7: 45, 8: 45, 9: 40, 10: 40, 11: 40, 12: 40, 13: 33, 14: 39,
-            15: 38, 16: 39, 17: 35, 18: 30, 19: 24, 20: 24, 21: 24, 22: 24, 23: 24, 24: 24}
+            15: 38, 16: 39, 17: 35, 18: 30, 19: 24, 20: 24, 21: 24, 22: 24, 23: 24, 24: 24, 25: 25}
 
 
 def _truth(case: Path) -> dict:
@@ -52,7 +52,7 @@ def test_case_is_labeled_and_its_lines_are_verbatim(case: Path):
     for labeled in (indicating, t["cascade_lines"], t["context_lines"]):
         assert set(labeled) <= lines
     assert not indicating & set(t["cascade_lines"])
-    assert t.get("wave", 1) in range(1, 25)
+    assert t.get("wave", 1) in [*range(1, 25), 25]
 
 
 def test_sources_md_lists_every_case():
@@ -71,7 +71,7 @@ def test_the_first_wave_is_still_the_50_tuned_on():
 
 @pytest.mark.parametrize("n", sorted(AT_LEAST), ids=lambda n: f"wave{n}")
 def test_a_later_wave_is_a_held_out_set_with_a_view_of_its_own(n: int):
-    """Waves 2 to 24 (each collected after the waves before it were used for tuning) load with the
+    """Waves 2 to 25 (each collected after the waves before it were used for tuning) load with the
     whole corpus and, alone, through their `_waveN/` view of links, so `l4 bench eval` can score
     either; the view holds that wave and nothing else, and every stage."""
     view_dir = CORPUS / f"_wave{n}"
@@ -100,11 +100,11 @@ def test_the_whole_corpus_loads_every_wave_and_no_view():
     """`l4 bench eval tests/fixtures/public_logs` reads the case folders of all waves (a view folder
     has no truth.json of its own, so it is not a case) and each case once."""
     names = [d.name for d in CASES]
-    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in range(1, 25))
+    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in [*range(1, 25), 25])
     assert not any(name.startswith("_wave") for name in names)
 
 
-@pytest.mark.parametrize("n", list(range(3, 25)))
+@pytest.mark.parametrize("n", [*range(3, 25), 25])
 def test_a_later_wave_shares_no_thread_with_the_earlier_waves(n: int):
     urls = {w: {_truth(CORPUS / c)["url"].rstrip("/") for c in _wave(w)} for w in range(1, n + 1)}
     assert len(urls[n]) == len(_wave(n))
@@ -118,7 +118,7 @@ _PREFIXES = [  # SOURCES.md: where a line with each launcher/logger prefix is fi
 ]
 
 
-@pytest.mark.parametrize("case", [CORPUS / c for n in range(3, 25) for c in _wave(n)],
+@pytest.mark.parametrize("case", [CORPUS / c for n in [*range(3, 25), 25] for c in _wave(n)],
                          ids=lambda c: c.name)
 def test_later_wave_lines_are_filed_by_their_own_prefix(case: Path):
     """A line that starts with a rank, Ray actor or NCCL host:pid:tid prefix is in that rank's file;
@@ -137,11 +137,11 @@ def test_later_wave_lines_are_filed_by_their_own_prefix(case: Path):
 
 def test_sources_md_has_a_note_and_counts_for_each_later_wave():
     text = (CORPUS / "SOURCES.md").read_text()
-    for n in range(2, 25):
+    for n in [*range(2, 25), 25]:
         assert f"Wave {n}: {len(_wave(n))} cases" in text
 
 
-@pytest.mark.parametrize("n", [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24])
+@pytest.mark.parametrize("n", [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25])
 def test_a_later_wave_has_each_stage_besides_training_at_least_four_times(n: int):
     stages = [_truth(CORPUS / c)["stage"] for c in _wave(n)]
     assert all(stages.count(s) >= 4 for s in STAGES if s not in ("training", "unknown")), stages
@@ -191,6 +191,25 @@ def test_wave_23_has_five_of_each_stage_but_teardown_which_it_has_three_times():
     assert all(stages.count(s) >= 5 for s in five), stages
     assert stages.count("teardown") >= 3 and stages.count("training") >= 1, stages
 
+
+def test_wave_25_has_five_of_each_stage_but_teardown_which_it_has_four_times():
+    """Wave 25 (session 18), collected from repositories named a to l under a deadline, holds init, model
+    loading, data loading and checkpointing five times each but teardown four times only (SOURCES.md), so
+    the four-of-each check above covers it and the five-of-each check does not."""
+    stages = [_truth(CORPUS / c)["stage"] for c in _wave(25)]
+    five = ("init", "model_loading", "data_loading", "checkpointing")
+    assert all(stages.count(s) >= 5 for s in five), stages
+    assert stages.count("teardown") >= 4 and stages.count("training") >= 1, stages
+
+
+def test_wave_25_is_held_out_whole_from_stage_and_root_learning():
+    """Wave 25 (session 18) is not measured yet: both halves stay out of the stage model's and the root
+    model's training until its first measurement on the session's starting engine."""
+    from engine.bench import root_learn
+    truths = [_truth(CORPUS / c) for c in _wave(25)]
+    assert {t["split"] for t in truths} == {"dev", "test"}
+    for rules in (settings()["held_out"], root_learn.settings()["held_out"]):
+        assert all(held_out(t, rules) for t in truths)
 
 def test_the_corpus_evaluates():
     res = evaluate(CORPUS, split="test")
