@@ -10,6 +10,7 @@ import argparse
 import logging
 import signal
 import sys
+import threading
 from types import FrameType
 
 from slack_bolt.error import BoltError
@@ -75,7 +76,9 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         handler = socket_mode_handler(app, settings)
         print("l4 bot: starting in Socket Mode; press Ctrl-C to stop", file=sys.stderr, flush=True)
-        handler.start()
+        handler.connect()
+        print("l4 bot: connected to Slack in Socket Mode", file=sys.stderr, flush=True)
+        _wait_for_a_signal()
         return 0
     except KeyboardInterrupt:
         return 0  # Ctrl-C or SIGTERM: drained below
@@ -126,6 +129,20 @@ def _health(settings, services, app, handler, args):  # noqa: ANN001, ANN202 - w
 
 def _stop_like_ctrl_c(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
+
+
+SIGNAL_POLL_SECONDS = 0.5
+
+
+def _wait_for_a_signal() -> None:
+    """Block the main thread until SIGTERM or Ctrl-C raises KeyboardInterrupt here. Not in one untimed
+    wait (Bolt's `SocketModeHandler.start()`, `Event().wait()`): the kernel may hand a process's signal to
+    any of the Socket Mode client's threads, and then CPython runs its handler only when the main thread
+    next wakes, which an untimed lock wait never does, so a SIGTERM could leave the bot running forever
+    (seen in CI: no "stopping" line six minutes after the signal). A timed wait wakes often enough."""
+    never = threading.Event()
+    while not never.wait(SIGNAL_POLL_SECONDS):
+        pass
 
 
 def _close_quietly(handler: object) -> None:

@@ -73,3 +73,28 @@ def test_missing_configuration_is_one_line(tmp_path: Path):
         r = run(SLACK_APP_TOKEN="xapp-cli", SLACK_API_URL=slack.api_url)
     assert r.returncode == 1 and r.stderr.splitlines()[-1].startswith("l4 bot: cannot start:"), r.stderr
     assert "invalid_auth" in r.stderr and "xoxb-cli" not in r.stderr and "Traceback" not in r.stderr
+
+
+_SIGNAL_ON_ANOTHER_THREAD = """
+import signal, sys, threading, time
+from bot import cli_bot
+signal.signal(signal.SIGTERM, cli_bot._stop_like_ctrl_c)
+def send():
+    time.sleep(0.3)
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # this thread takes it, as the kernel may
+threading.Thread(target=send, daemon=True).start()
+try:
+    cli_bot._wait_for_a_signal()
+except KeyboardInterrupt:
+    print("stopped")
+"""
+
+
+def test_a_sigterm_another_thread_receives_still_stops_the_socket_mode_wait():
+    """The kernel may hand SIGTERM to any thread (the Socket Mode client runs several); CPython runs the
+    handler in the main thread only when it wakes, so the wait must wake by itself (Bolt's untimed
+    `Event().wait()` hung in CI)."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_ON_ANOTHER_THREAD], cwd=root, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr[-2000:]
