@@ -91,9 +91,10 @@ def _lexicon() -> tuple[list[tuple[str, re.Pattern[str]]], re.Pattern[str]]:
     return out, re.compile(roles["label"])
 
 
-@lru_cache(maxsize=1)
-def _disconnect() -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in load("severity")["roles"].get("disconnect", [])) or "(?!)")
+@lru_cache(maxsize=16)
+def _roles_rx(key: str) -> re.Pattern[str]:
+    """severity.yaml `roles.<key>`, its patterns as one regex (one that matches nothing where it has none)."""
+    return re.compile("|".join(f"(?:{p})" for p in load("severity")["roles"].get(key) or []) or "(?!)")
 
 
 def lexicon_role(template: str) -> str | None:
@@ -153,7 +154,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
             labels.append(i)
         if role is not None:
             out.role[i] = role
-        if role in (CASCADE, WRAPPER) and _disconnect().search(t.template):
+        if role in (CASCADE, WRAPPER) and _roles_rx("disconnect").search(t.template):
             out.disconnects.add(i)
     _stacks(parsed, candidates, msgs, indents, severity, out)
     _label_successors(parsed, labels, severity, out, set(candidates))
@@ -169,12 +170,6 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     return out
 
 
-@lru_cache(maxsize=1)
-def _restates() -> re.Pattern[str] | None:
-    pats = load("severity")["roles"].get("restates") or []
-    return re.compile("|".join(f"(?:{p})" for p in pats)) if pats else None
-
-
 def _restated(parsed: ParsedJob, candidates: list[int], severity: dict[int, float], out: Roles) -> None:
     """A line that restates the one right before it in its file (severity.yaml `restates`: the watchdog's
     "Exception (either an error or timeout) detected by watchdog at work: 140" or "failure detected by
@@ -186,9 +181,7 @@ def _restated(parsed: ParsedJob, candidates: list[int], severity: dict[int, floa
     cascade), and its template, the one an SRE confirms as a pattern, names the collective. Otherwise (the
     line before is another line, or not that event's first: ranks interleaved in one console) the
     restatement is shown with the line before it first."""
-    rx, target = _restates(), _restated_rx()
-    if rx is None:
-        return
+    rx, target = _roles_rx("restates"), _roles_rx("restated")
     cands = set(candidates)
     starts: dict[str, dict[int, int]] = {}  # per file: line number -> the candidate first seen there
     for i in candidates:
@@ -221,12 +214,6 @@ def _restated(parsed: ParsedJob, candidates: list[int], severity: dict[int, floa
 
 
 RESTATED_REACH = 3  # restatements in a row that are looked through for the line they restate
-
-
-@lru_cache(maxsize=1)
-def _restated_rx() -> re.Pattern[str]:
-    pats = load("severity")["roles"].get("restated") or []
-    return re.compile("|".join(f"(?:{p})" for p in pats) or "(?!)")
 
 
 def _restated_event(parsed: ParsedJob, starts: dict[int, int], line: int, rx: re.Pattern[str],
@@ -448,12 +435,6 @@ def _exception_lines(parsed: ParsedJob, candidates: list[int], msgs: dict[int, s
                 out.inherited[i] = max(out.inherited.get(i, 0.0), weight)
 
 
-@lru_cache(maxsize=1)
-def _intro() -> re.Pattern[str]:
-    phrases = load("severity")["roles"].get("traceback_intro", [])
-    return re.compile("|".join(f"(?:{p})" for p in phrases) or "(?!)")
-
-
 def _line_events(parsed: ParsedJob, pos: dict[int, tuple[int, int]]) -> dict[int, int]:
     """The lines of a file whose event is known: each event's first and last line there."""
     at = {}
@@ -477,7 +458,7 @@ def _traceback_intros(parsed: ParsedJob, candidates: list[int], msgs: dict[int, 
     first and weighs at least as much, the intro line is its context. And an exception without a message
     of its own ("torch.multiprocessing.spawn.ProcessRaisedException:") whose file shows another
     exception soon after is that one's wrapper (its message is what follows it)."""
-    intro_rx, label_rx = _intro(), _lexicon()[1]
+    intro_rx, label_rx = _roles_rx("traceback_intro"), _lexicon()[1]
     heads = {i for i, t in enumerate(parsed.templates) if _TRACEBACK.search(t.template)}
     pool = set(candidates)
     empty = {i for i in candidates if _EMPTY_EXC.match(msgs[i]) and out.role.get(i) is None}

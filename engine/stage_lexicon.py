@@ -34,8 +34,8 @@ class Lexicon:
         argument list or template arguments: "caffe2::serialize::PyTorchStreamWriter::writeRecord(std::string
         const&, …")."""
         name = func.strip().split("(", 1)[0]
-        while "<" in name and name != (name := _TEMPLATE_ARGS.sub("", name)):
-            pass  # `writeRecord<std::vector<int>>`: template arguments hold `::` too
+        while (bare := _TEMPLATE_ARGS.sub("", name)) != name:  # `writeRecord<std::vector<int>>`: inner first
+            name = bare
         name = re.split(r"\.|::", name)[-1]
         return self.functions.get(name, frozenset())
 
