@@ -102,6 +102,40 @@ def cmd_curve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_agreement(args: argparse.Namespace) -> int:
+    """`agreement`: blind relabelling's answers against the labels, each other and the engine."""
+    from engine.bench.stage_agreement import agreement, format_agreement, load_answers
+
+    answers_file, corpus = Path(args.answers), Path(args.corpus)
+    if not answers_file.is_file():
+        raise JobError(f"no such answers file: {answers_file}")
+    if not corpus.is_dir():
+        raise JobError(f"no such corpus folder: {corpus}")
+    try:
+        answers = load_answers(answers_file)
+        res = agreement(corpus, answers, None if args.no_engine else _engine_stage())
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
+    print(format_agreement(res))
+    return 0
+
+
+def _engine_stage() -> Callable[[Path], str]:
+    """The stage `l4 bench eval` scores for a case folder (parse mode, with the fault library)."""
+    from engine.bench.evaluate import history_dirs
+    from engine.diagnose import analyze
+    from engine.parse import parse_jobs
+    from kb.known import library_signatures
+
+    known = library_signatures()
+
+    def stage(case: Path) -> str:
+        parsed = parse_jobs([case / "failed", *history_dirs(case)])
+        return analyze(parsed[0], parsed[1:], known=known).stage
+
+    return stage
+
+
 def register(bsub: argparse._SubParsersAction) -> None:
     sm = bsub.add_parser("stage-model", help="learn the stage model from labelled real cases")
     ssub = sm.add_subparsers(dest="stage_model_command", required=True)
@@ -113,6 +147,13 @@ def register(bsub: argparse._SubParsersAction) -> None:
         "curve": ("learning curve: each public wave held out, the model fitted on k of the other waves",
                   cmd_curve),
     }
+    ag = ssub.add_parser("agreement", help="blind relabelling of the stage from the logs alone: the "
+                                           "annotators against the labels, each other and the engine")
+    ag.add_argument("answers", help="answers file (JSON lines; tests/fixtures/stage_relabel/answers.jsonl)")
+    ag.add_argument("--corpus", default="tests/fixtures/public_logs",
+                    help="the case folders the answers name (default tests/fixtures/public_logs)")
+    ag.add_argument("--no-engine", action="store_true", help="score the annotators only")
+    ag.set_defaults(func=cmd_agreement)
     for name, (text, func) in helps.items():
         p = ssub.add_parser(name, help=text)
         p.add_argument("cases", nargs="+",
