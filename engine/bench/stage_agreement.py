@@ -143,6 +143,8 @@ def agreement(corpus: Path, answers: Sequence[Answer], engine_stage: Callable[[P
         kappa[f"{x} – label"] = cohen_kappa([by[x][c].stage for c in mine], [label[c] for c in mine])
         for y in names[i + 1:]:
             both = sorted(set(by[x]) & set(by[y]))
+            if not both:
+                continue  # annotators of different samples
             xs, ys = [by[x][c].stage for c in both], [by[y][c].stage for c in both]
             kappa[f"{x} – {y}"] = cohen_kappa(xs, ys)
             pair_agree[f"{x} – {y}"] = (sum(p == q for p, q in zip(xs, ys, strict=True)), len(both))

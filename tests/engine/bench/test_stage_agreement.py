@@ -70,13 +70,18 @@ def test_a_bad_answers_file_says_which_line(tmp_path):
         load_answers(f)
 
 
-def test_the_committed_answers_name_corpus_cases_and_two_annotators_answer_each():
+def test_the_committed_answers_name_corpus_cases_two_samples_of_two_annotators():
+    """A and B read the same 72 random cases; C and D 45 test cases each, none shared."""
     answers = load_answers(RELABEL)
-    by = {}
+    by: dict[str, set[str]] = {}
     for a in answers:
         by.setdefault(a.annotator, set()).add(a.case)
-    assert len(by) == 2 and len(set.intersection(*by.values())) >= 60
+    assert sorted(by) == ["A", "B", "C", "D"]
+    assert by["A"] == by["B"] and len(by["A"]) == 72
+    assert len(by["C"]) == len(by["D"]) == 45 and not by["C"] & by["D"] and not by["C"] & by["A"]
     assert all((CORPUS / c / "truth.json").is_file() for c in set().union(*by.values()))
+    splits = {json.loads((CORPUS / c / "truth.json").read_text())["split"] for c in by["C"] | by["D"]}
+    assert splits == {"test"}
 
 
 def test_the_command_prints_the_table_and_errs_in_one_line(tmp_path):
