@@ -1,12 +1,13 @@
-"""How well a careful person reads the stage from a job's logs alone (`l4 bench stage-model agreement`).
+"""How well a careful reader finds the stage in a job's logs alone (`l4 bench stage-model agreement`).
 
 The public cases' stages come from their threads: the reporter's and the maintainers' words, the code, a
 later comment ("it fails right after the 3rd epoch's save"). The engine reads only the logs. A sample of
 the cases was relabelled *blind*: annotators saw each case's log files under a neutral name (case01 …),
 with the stage definitions and nothing else, no thread, no truth, no slug, and gave a stage per case and
 whether they were sure. This module scores those answers against the labels, against each other
-(Cohen's kappa), and the engine on the same cases: the annotators' agreement with the labels is what the
-logs alone let a person reach, the ceiling the engine is measured against.
+(Cohen's kappa), and the engine on the same cases: the annotators' agreement with the labels estimates what
+the logs alone let a reader reach, a ceiling to hold the engine against. (The annotators of
+tests/fixtures/stage_relabel/ are helper agents, not people; its README says how the samples were drawn.)
 
 Answers file (JSON lines): {"case": "<case folder name>", "annotator": "A", "stage": "training",
 "sure": true, "why": "…"}; one line per annotator and case.
