@@ -21,7 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-STAGES = ("init", "model_loading", "data_loading", "training", "checkpointing", "teardown")
+from engine.model import STAGES as DIAGNOSED
+
+STAGES = tuple(s for s in DIAGNOSED if s != "unknown")  # the stages a case is labelled with
 
 
 @dataclass(frozen=True)
