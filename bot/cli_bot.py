@@ -16,6 +16,8 @@ from types import FrameType
 from slack_bolt.error import BoltError
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from engine.interrupts import SIGNAL_POLL_SECONDS
+
 log = logging.getLogger("l4.bot")
 
 
@@ -129,9 +131,6 @@ def _health(settings, services, app, handler, args):  # noqa: ANN001, ANN202 - w
 
 def _stop_like_ctrl_c(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
-
-
-SIGNAL_POLL_SECONDS = 0.5
 
 
 def _wait_for_a_signal() -> None:

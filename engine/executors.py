@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, wait
 from typing import Protocol, TypeVar
 
-from engine.interrupts import interrupts_held, release_in_child
+from engine.interrupts import SIGNAL_POLL_SECONDS, interrupts_held, release_in_child
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -29,10 +29,6 @@ PARALLEL_MIN_BYTES = 64 * 1024 * 1024  # below this a pool's start-up costs more
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 WATCHDOG_SECONDS = 0.5  # how often a worker without PR_SET_PDEATHSIG checks on its parent
 TERMINATE_GRACE = 2.0  # seconds a terminated worker gets before SIGKILL
-# The parent waits for each result in steps this long, not in one untimed wait: the kernel may hand the
-# process's SIGTERM or SIGINT to the pool's own management thread, and CPython runs the Python handler
-# only when the main thread next wakes, which an untimed wait does not until the file in hand is parsed
-SIGNAL_POLL_SECONDS = 0.5
 
 
 class Executor(Protocol):
@@ -127,7 +123,8 @@ class PoolExecutor:
                 futures = [pool.submit(fn, item) for item in items]
             for future in futures:
                 while not wait([future], timeout=SIGNAL_POLL_SECONDS).done:
-                    pass  # a timed wait: see SIGNAL_POLL_SECONDS
+                    pass  # a timed wait (engine.interrupts): a SIGTERM or SIGINT the kernel hands to the
+                    # pool's management thread acts at once, not after the file in hand is parsed
                 yield future.result()
         except BaseException:  # KeyboardInterrupt, SystemExit, GeneratorExit, a worker's error
             _stop(pool)

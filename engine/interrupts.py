@@ -13,6 +13,12 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+# How long the main thread waits at most before it wakes: a process-directed signal may be handed to any
+# thread, and CPython runs its Python handler only when the main thread next wakes, which an untimed wait
+# (a lock, an Event, a future) does not. The CLI's process pool and the bot's Socket Mode wait in steps
+# this long, not in one untimed wait.
+SIGNAL_POLL_SECONDS = 0.5
+
 _holding = False  # a pool is forking its workers
 _pending: list[int] = []  # the interrupts that came meanwhile
 
