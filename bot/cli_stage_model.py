@@ -122,16 +122,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
 def _engine_stage() -> Callable[[Path], str]:
     """The stage `l4 bench eval` scores for a case folder (parse mode, with the fault library)."""
-    from engine.bench.evaluate import history_dirs
-    from engine.diagnose import analyze
-    from engine.parse import parse_jobs
+    from engine.bench.evaluate import diagnose_case
     from kb.known import library_signatures
 
     known = library_signatures()
 
     def stage(case: Path) -> str:
-        parsed = parse_jobs([case / "failed", *history_dirs(case)])
-        return analyze(parsed[0], parsed[1:], known=known).stage
+        return diagnose_case(case, known)[1].stage
 
     return stage
 

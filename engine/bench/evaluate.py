@@ -35,6 +35,7 @@ from engine.bench.baselines import BASELINES, GREP_ORDERS, grep_events
 from engine.bench.rootcause import root_rank
 from engine.diagnose import analyze
 from engine.known import KnownSignature
+from engine.model import Diagnosis, ParsedJob
 from engine.parse import parse_jobs
 
 TOPS = (1, 3, 5, 8)
@@ -139,6 +140,19 @@ def history_dirs(case: Path) -> list[Path]:
     return jobs + sorted(p for p in case.glob("history-*") if p.is_dir())
 
 
+def parse_case(case: Path) -> list[ParsedJob]:
+    """A case's failed job and its succeeded jobs (`history_dirs`), parsed together as `l4 diagnose` parses
+    a job and its history: the failed job first."""
+    return parse_jobs([case / "failed", *history_dirs(case)])
+
+
+def diagnose_case(case: Path, known: Sequence[KnownSignature] = ()) -> tuple[list[ParsedJob], Diagnosis]:
+    """`parse_case`, then the diagnosis `l4 bench eval` scores (the failed job against its history, the
+    fault library's `known` signatures as ranking evidence)."""
+    parsed = parse_case(case)
+    return parsed, analyze(parsed[0], parsed[1:], known=known)
+
+
 def source_group(truth: dict) -> str:
     """The source a case is tallied under: truth `source` up to its "#" ("github/pytorch/pytorch")."""
     return str(truth.get("source") or "unknown").split("#")[0]
@@ -190,8 +204,7 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
         normal = pool_of(case / "failed", history) if history_mode == "pool" else set()
         t0 = time.perf_counter()
         if history_mode == "parse":
-            parsed = parse_jobs([case / "failed", *history])
-            diagnosis = analyze(parsed[0], parsed[1:], known=known)
+            parsed, diagnosis = diagnose_case(case, known)
         else:
             parsed = parse_jobs([case / "failed"])
             diagnosis = analyze(parsed[0], normal=normal, known=known)

@@ -82,14 +82,11 @@ def group_of(truth: dict) -> str:
 
 def root_rank(case: Path, truth: dict, known: Sequence = ()) -> int | None:
     """The 1-based place of the first reported event that shows a root line (None: none does)."""
-    from engine.bench.evaluate import history_dirs
+    from engine.bench.evaluate import diagnose_case
     from engine.bench.root_learn import root_lines
     from engine.bench.rootcause import shows_root
-    from engine.diagnose import analyze
-    from engine.parse import parse_jobs
 
-    parsed = parse_jobs([case / "failed", *history_dirs(case)])
-    diagnosis = analyze(parsed[0], parsed[1:], known=known)
+    _, diagnosis = diagnose_case(case, known)
     roots = root_lines(truth)
     return next((n for n, e in enumerate(diagnosis.events, start=1)
                  if shows_root(e.template, e.examples, roots)), None)

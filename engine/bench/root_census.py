@@ -54,15 +54,14 @@ class CaseResult:
 
 
 def census_case(case: Path, truth: dict) -> CaseResult:
-    from engine.bench.evaluate import history_dirs
+    from engine.bench.evaluate import parse_case
     from engine.bench.root_learn import corpus_of, root_lines
     from engine.bench.rootcause import shows_root
     from engine.diagnose import score_job
     from engine.events import MIN_SCORE, RELATIVE, ROOT_SEVERITY, select_events
-    from engine.parse import parse_jobs
     from engine.severity import severity as lexicon_severity
 
-    parsed = parse_jobs([case / "failed", *history_dirs(case)])
+    parsed = parse_case(case)
     job = parsed[0]
     _, _, candidates, scored = score_job(job, parsed[1:])
     selected = select_events(scored)

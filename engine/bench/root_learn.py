@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.bench.evaluate import ROOT_TOP, history_dirs, source_group
+from engine.bench.evaluate import ROOT_TOP, parse_case, source_group
 from engine.bench.held_out import CORPORA, corpus_of, held_out  # noqa: F401 - CORPORA, corpus_of: this module's API
 from engine.root_model import HAND_FEATURES, HEAD, RootModel
 
@@ -104,10 +104,9 @@ def record_from_dict(d: dict) -> Record:
 def extract_case(case: Path, truth: dict) -> Record:
     """Run the engine on one case (hand order) and keep the first HEAD scored events."""
     from engine.bench.rootcause import shows_root
-    from engine.parse import parse_jobs
     from engine.root_model import features
 
-    parsed = parse_jobs([case / "failed", *history_dirs(case)])
+    parsed = parse_case(case)
     job = parsed[0]
     scored = hand_order(job, parsed[1:])
     roots = root_lines(truth)

@@ -44,14 +44,13 @@ class Case:
 
 
 def load_case(case: Path, truth: dict) -> Case:
-    from engine.bench.evaluate import history_dirs, source_group
+    from engine.bench.evaluate import parse_case, source_group
     from engine.bench.root_learn import corpus_of, root_lines
     from engine.bench.rootcause import shows_root
     from engine.diagnose import score_job
-    from engine.parse import parse_jobs
     from engine.severity import severity
 
-    parsed = parse_jobs([case / "failed", *history_dirs(case)])
+    parsed = parse_case(case)
     job = parsed[0]
     _, _, candidates, _ = score_job(job, parsed[1:])
     roots = root_lines(truth)

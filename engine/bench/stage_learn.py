@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from engine.bench.evaluate import case_dirs, history_dirs, source_group
+from engine.bench.evaluate import case_dirs, diagnose_case, source_group
 from engine.bench.held_out import corpus_of, held_out  # noqa: F401 - corpus_of: this module's API
 from engine.stage_model import (
     UNKNOWN,
@@ -101,12 +101,9 @@ def extract_case(case: Path, truth: dict, known: Sequence = ()) -> Record:
     """Run the engine on one case and keep what the model and the combinations read. `known`: the fault
     library's signatures (`engine.known.KnownSignature`), read as ranking evidence as `l4 bench eval` and
     `l4 diagnose` read them, so that a record holds the failing line the shipped engine finds."""
-    from engine.diagnose import analyze
-    from engine.parse import parse_jobs
     from engine.stage import rule_stage
 
-    parsed = parse_jobs([case / "failed", *history_dirs(case)])
-    diagnosis = analyze(parsed[0], parsed[1:], known=known)
+    parsed, diagnosis = diagnose_case(case, known)
     ids, trusted = stage_inputs(parsed[0], diagnosis)
     rule = rule_stage(parsed[0], ids, trust_time=trusted)
     return Record(case=case.name, source=source_group(truth), stage=truth["stage"], rule=rule,
