@@ -8,6 +8,7 @@ from engine.decoration import Decoration
 
 SCHEMA = "l4.diagnosis/v1"
 STAGES = ("init", "data_loading", "model_loading", "training", "checkpointing", "teardown", "unknown")
+LABELLED_STAGES = tuple(s for s in STAGES if s != "unknown")  # what a labelled case's truth names
 CATEGORIES = (
     "hardware/network", "hardware/accelerator", "hardware/node", "hardware/storage",
     "user/configuration", "user/program-bug", "user/software-incompatibility",

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.model import STAGES as DIAGNOSED
+from engine.model import LABELLED_STAGES
 
-STAGES = tuple(s for s in DIAGNOSED if s != "unknown")  # the stages a case is labelled with
+STAGES = LABELLED_STAGES  # the stages a case is labelled with
 
 
 @dataclass(frozen=True)

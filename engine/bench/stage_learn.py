@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from engine.bench.evaluate import case_dirs, diagnose_case, source_group
 from engine.bench.held_out import corpus_of, held_out  # noqa: F401 - corpus_of: this module's API
+from engine.model import LABELLED_STAGES
 from engine.stage_model import (
     UNKNOWN,
     Evidence,
@@ -38,7 +39,7 @@ from engine.stage_model import (
 
 R = TypeVar("R")
 MODEL_VERSION = 1
-STAGES = ("init", "data_loading", "model_loading", "training", "checkpointing", "teardown")
+STAGES = LABELLED_STAGES
 DATA = Path(__file__).parent / "data" / "stage_learn.yaml"
 
 

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 from engine.bench.realrun.plan import kinds
+from engine.model import LABELLED_STAGES
 
 REQUIRED = ("case_id", "kind", "category", "stage", "iteration", "faulty_nodes", "indicating",
             "cascade_lines", "context_lines", "root_lines", "source", "split")
-STAGES = ("init", "data_loading", "model_loading", "training", "checkpointing", "teardown")
+STAGES = LABELLED_STAGES
 
 
 def read_lines(job: Path) -> set[str]:
