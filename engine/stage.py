@@ -605,7 +605,11 @@ def frame_words_stage(func: str, file: str = "") -> str | None:
     return None
 
 
-_STDLIB = re.compile(r"/lib/python\d+(?:\.\d+)?/(?!.*(?:site|dist)-packages/)")
+# the interpreter's own library: `/usr/lib/python3.10/os.py`, a path pasted relative (`lib/python3.9/os.py`),
+# or Windows' layout, where the version is not in the path (`…\anaconda3\envs\x\lib\os.py`,
+# `C:\Python39\Lib\…`); never a package installed into it (site-packages, dist-packages)
+_STDLIB = re.compile(r"(?:^|/)lib/python\d+(?:\.\d+)?/(?!.*(?:site|dist)-packages/)"
+                     r"|(?:conda\d?|[Pp]ython\d*|envs\\[^\\]+)\\[Ll]ib\\(?!.*(?:site|dist)-packages\\)")
 
 
 def _foreign_frame(file: str) -> bool:

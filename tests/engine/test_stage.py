@@ -282,6 +282,23 @@ def test_an_import_at_a_modules_top_level_is_init_whatever_the_modules_file_is_a
     assert frame_rule_evidence([("/x/data/loader.py", "get_batch", "import numpy")])[0] == "data_loading"
 
 
+def test_the_standard_librarys_frames_name_no_stage_however_its_path_was_pasted():
+    """`os.environ[...]` fails in the standard library's `_Environ.__getitem__`, which is no data set's
+    `__getitem__`: the program's frame under it says where it was, whether the interpreter's path was
+    pasted whole, relative or in Windows' layout; a project's own `lib/` folder is the program's."""
+    from engine.stage import frame_rule_evidence
+
+    for stdlib in ("/usr/lib/python3.9/os.py", "lib/python3.9/os.py",
+                   "C:\\Users\\u\\anaconda3\\envs\\pt\\lib\\os.py", "C:\\Python39\\Lib\\os.py"):
+        frames = [(stdlib, "__getitem__", 'raise KeyError(key) from None'),
+                  ("lib/python3.9/site-packages/bmtrain/init.py", "init_distributed",
+                   'local_rank = int(os.environ["LOCAL_RANK"])')]
+        assert frame_rule_evidence(frames)[0] == "init", stdlib
+    for own in ("/home/u/proj/lib/dataset.py", "D:\\proj\\lib\\dataset.py",
+                "C:\\Users\\u\\anaconda3\\lib\\site-packages\\x\\dataset.py"):
+        assert frame_rule_evidence([(own, "__getitem__", "img = self.load(i)")])[0] == "data_loading", own
+
+
 def test_a_save_opened_in_other_words_is_a_checkpoint_window_and_a_saved_model_closes_it():
     """A word or two may stand between "Saving" and what is saved ("Saving latest checkpoint", "Saving
     DeepSpeed Model and Optimizer", "Saving current state to …"), and "Saved model to …" ends the save."""
