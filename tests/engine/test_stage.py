@@ -294,6 +294,9 @@ def test_the_standard_librarys_frames_name_no_stage_however_its_path_was_pasted(
                   ("lib/python3.9/site-packages/bmtrain/init.py", "init_distributed",
                    'local_rank = int(os.environ["LOCAL_RANK"])')]
         assert frame_rule_evidence(frames)[0] == "init", stdlib
+    # mmcv's, basicsr's and many a repository's own `init_dist(launcher)` reads the launcher's variables
+    assert frame_rule_evidence([("/usr/lib/python3.8/os.py", "__getitem__", ""),
+                                ("train.py", "init_dist", "rank = int(os.environ['RANK'])")])[0] == "init"
     for own in ("/home/u/proj/lib/dataset.py", "D:\\proj\\lib\\dataset.py",
                 "C:\\Users\\u\\anaconda3\\lib\\site-packages\\x\\dataset.py"):
         assert frame_rule_evidence([(own, "__getitem__", "img = self.load(i)")])[0] == "data_loading", own
