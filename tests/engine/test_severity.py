@@ -61,6 +61,8 @@ def test_xlas_resource_exhausted_is_an_oom_and_a_labelled_exception_is_an_except
     "munmap_chunk(): invalid pointer",
     "malloc(): corrupted top size",
     "src/tcmalloc.cc:283] Attempt to free invalid pointer 0x1",  # public wave 5 epoch14-…-yolov3-650 (dev)
+    "pure virtual method called",  # wave 30 paddle-fleet-…-paddlefleetx-59 (dev): libstdc++, then terminate
+    "R6025 - pure virtual function call",  # MSVC's runtime
 ])
 def test_the_c_librarys_heap_check_outranks_the_abort_it_causes(line):
     assert severity(line, None) > severity("Aborted (core dumped)", None)
@@ -78,3 +80,15 @@ def test_a_status_code_heading_a_message_and_a_device_held_elsewhere_are_errors(
 def test_a_thread_s_uncaught_exception_report_is_an_error_below_the_exception_itself():
     head = severity("Exception in thread Thread-3:", None)
     assert 0.6 <= head < severity("EOFError: Ran out of input", None)
+
+
+@pytest.mark.parametrize("line", [
+    # public wave 29 run-mlm-…-datasets-2056 (dev): tokenizers' panic, the Python traceback under it cut
+    "thread '<unnamed>' panicked at 'index out of bounds: the len is <*> but the index is <*>', x.rs:<*>:<*>",
+    "thread 'main' panicked at src/lib.rs:<*>:<*>:",  # newer Rust: the place first, the message below
+    "pyo3_runtime.PanicException: index out of bounds: the len is <*> but the index is <*>",
+])
+def test_a_rust_librarys_panic_is_an_error_as_its_python_exception_is(line):
+    assert severity(line, None) >= 0.9
+    note = "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace"
+    assert severity(note, None) < 0.6
