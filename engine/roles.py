@@ -235,6 +235,7 @@ def _restated_event(parsed: ParsedJob, starts: dict[int, int], line: int, rx: re
 
 STOOD_SEVERITY = 0.6  # the code line a file's last, unfinished traceback ends at (see _open_traceback_ends)
 _PY_FRAME = re.compile(r'^\s*File "[^"]*", line \d+,? in ')
+_CODELESS_FRAME = re.compile(r'^\s*File "[^"]*\.(?:pyx|pxi|pxd)", line \d+,? in ')  # Cython: no code line
 
 
 def _open_traceback_ends(parsed: ParsedJob, candidates: list[int], severity: dict[int, float],
@@ -414,16 +415,22 @@ def _chain() -> tuple[re.Pattern[str], float]:
 
 
 def _exception_lines(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], out: Roles) -> None:
-    """The line right after a traceback's (indented) code line, in a file where a traceback began
-    before it, is the traceback's exception, unless it is a frame or a logged line."""
+    """The line right after a traceback's (indented) code line, or right after its last frame where the
+    frame shows no code line (Cython's `File "pyarrow/error.pxi", line 92, in pyarrow.lib.check_status`), in a
+    file where a traceback began before it (its head, or, in a paste cut above it, its first frame), is the
+    traceback's exception, unless it is a frame or a logged line: whatever the exception's class is called
+    (`pyarrow.lib.ArrowInvalid: …`, `jax.errors.JaxRuntimeError: …`)."""
     weight = _chain()[1]
     heads = {i for i in candidates if _TRACEBACK.match(msgs[i])}
-    if not heads:
+    frames = {i for i in candidates if _PY_FRAME.match(msgs[i])}
+    if not heads and not frames:
         return
-    # indented code, "^^^^" pointers (not the rest of a wrapped sentence: the line after it is no exception)
-    body = {i for i in candidates if out.role.get(i) == CONTEXT} - heads - out.wrapped
+    # indented code, "^^^^" pointers (not the rest of a wrapped sentence: the line after it is no exception),
+    # and the frames that show no code line under them (compiled Cython: .pyx, .pxi)
+    body = ({i for i in candidates if out.role.get(i) == CONTEXT} - heads - out.wrapped
+            | {i for i in frames if _CODELESS_FRAME.match(msgs[i])})
     for pos in parsed.positions.values():
-        began = min((pos[i][0] for i in heads if i in pos), default=None)
+        began = min((pos[i][0] for i in heads | frames if i in pos), default=None)
         if began is None:
             continue
         ends = {line for i in body if i in pos for line in pos[i]}

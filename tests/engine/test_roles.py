@@ -152,6 +152,21 @@ def test_the_line_after_a_tracebacks_code_is_its_exception_whatever_its_type_is_
     assert d.events[0].template.startswith("jinja2.exceptions.TemplateNotFound")
 
 
+def test_the_line_after_a_cut_tracebacks_compiled_frames_is_its_exception(tmp_path):
+    """A paste cut above its traceback's head that ends in Cython frames (no code line under them): the line
+    after the last frame is the exception, whatever its class is called (public wave 29 dev,
+    llamafactory-…-7526); a frame line of a file named `error.pxi` is no error."""
+    lines = [
+        "[rank0]:     pa_table = pa_table.combine_chunks()",
+        '[rank0]:   File "pyarrow/table.pxi", line 4512, in pyarrow.lib.Table.combine_chunks',
+        '[rank0]:   File "pyarrow/error.pxi", line 155, in pyarrow.lib.pyarrow_internal_check_status',
+        '[rank0]:   File "pyarrow/error.pxi", line 92, in pyarrow.lib.check_status',
+        "[rank0]: pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays",
+    ]
+    d = _paste(tmp_path, lines)
+    assert d.events[0].template.startswith("pyarrow.lib.ArrowInvalid: offset overflow")
+
+
 def test_a_longer_label_before_a_traceback_is_context_and_the_traceback_head_inherits_nothing(tmp_path):
     lines = [
         "2023-07-01 16:41:05,669 - ERROR: Exception occurred during H2O LLM Studio run:",
