@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from engine.diagnose import diagnose
 from tests.helpers.jobs import write_rank
 
@@ -139,32 +141,33 @@ def test_the_line_before_a_chained_exceptions_marker_is_the_first_exception(tmp_
     assert d.events[0].template.startswith("raise ValueError(ValueError: Not able to read records")
 
 
-def test_the_line_after_a_tracebacks_code_is_its_exception_whatever_its_type_is_called(tmp_path):
-    lines = [
+_EXCEPTION_AFTER_TRACEBACK = {
+    "after-code-line": ([
         "2024-05-01 10:00:00 INFO rendering the chat template",
         "Traceback (most recent call last):",
         '  File "/w/train.py", line 7, in <module>',
         "    tmpl = env.get_template('chat.j2')",
         "jinja2.exceptions.TemplateNotFound: chat.j2",
         "2024-05-01 10:00:01 WARNING tokenizer fell back to the slow implementation",
-    ]
-    d = _paste(tmp_path, lines)
-    assert d.events[0].template.startswith("jinja2.exceptions.TemplateNotFound")
-
-
-def test_the_line_after_a_cut_tracebacks_compiled_frames_is_its_exception(tmp_path):
-    """A paste cut above its traceback's head that ends in Cython frames (no code line under them): the line
-    after the last frame is the exception, whatever its class is called (public wave 29 dev,
-    llamafactory-…-7526); a frame line of a file named `error.pxi` is no error."""
-    lines = [
+    ], "jinja2.exceptions.TemplateNotFound"),
+    # public wave 29 dev, llamafactory-…-7526: a paste cut above its head, ending in Cython frames (no code
+    # line under them); a frame line of a file named `error.pxi` is no error
+    "cut-cython-frames": ([
         "[rank0]:     pa_table = pa_table.combine_chunks()",
         '[rank0]:   File "pyarrow/table.pxi", line 4512, in pyarrow.lib.Table.combine_chunks',
         '[rank0]:   File "pyarrow/error.pxi", line 155, in pyarrow.lib.pyarrow_internal_check_status',
         '[rank0]:   File "pyarrow/error.pxi", line 92, in pyarrow.lib.check_status',
         "[rank0]: pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays",
-    ]
-    d = _paste(tmp_path, lines)
-    assert d.events[0].template.startswith("pyarrow.lib.ArrowInvalid: offset overflow")
+    ], "pyarrow.lib.ArrowInvalid: offset overflow"),
+}
+
+
+@pytest.mark.parametrize("paste", sorted(_EXCEPTION_AFTER_TRACEBACK))
+def test_the_line_after_a_tracebacks_code_is_its_exception_whatever_its_type_is_called(tmp_path, paste):
+    """The line right after a traceback's code line, or after its last frame where a frame shows no code line
+    (a paste cut above its head starts at its first frame), is the traceback's exception."""
+    lines, exception = _EXCEPTION_AFTER_TRACEBACK[paste]
+    assert _paste(tmp_path, lines).events[0].template.startswith(exception)
 
 
 def test_a_longer_label_before_a_traceback_is_context_and_the_traceback_head_inherits_nothing(tmp_path):
