@@ -92,3 +92,16 @@ def test_a_rust_librarys_panic_is_an_error_as_its_python_exception_is(line):
     assert severity(line, None) >= 0.9
     note = "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace"
     assert severity(note, None) < 0.6
+
+
+def test_a_host_name_that_does_not_resolve_is_an_error():
+    # public wave 31 cpm-2-finetune-…-42 (dev): DeepSpeed's launcher ssh-es to a hostfile's node by name
+    assert severity("ssh: Could not resolve hostname <*>: Name or service not known", None) >= 0.8
+    assert severity("socket.gaierror: [Errno -3] Temporary failure in name resolution", None) >= 0.8
+
+
+def test_a_hang_is_a_word_not_a_part_of_one():
+    # public wave 32 insightface-…-wandb-7468 (dev): "zhangyi" in wandb's run link had read as a hang
+    assert severity("wandb: View run x at: http:<*>/zhangyi/Face%<*>/runs/<*>/workspace", None) < 0.5
+    for line in ("the job hangs at step <*>", "Hang detected on rank <*>", "stuck at barrier"):
+        assert severity(line, None) >= 0.7, line
