@@ -58,14 +58,10 @@ class Reading:
     continues: dict[int, list[int]] = field(default_factory=dict)  # wrapped sentence's head -> rest, in order
 
 
-@lru_cache(maxsize=1)
-def _phrases() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    roles = load("severity")["roles"]
-
-    def rx(key: str) -> re.Pattern[str]:
-        return re.compile("|".join(f"(?:{p})" for p in roles.get(key, [])) or "(?!)")
-
-    return rx("introduces"), rx("continued"), rx("return_frame"), rx("stack_header")
+@lru_cache(maxsize=16)
+def roles_rx(key: str) -> re.Pattern[str]:
+    """severity.yaml `roles.<key>`, its patterns as one regex (one that matches nothing where it has none)."""
+    return re.compile("|".join(f"(?:{p})" for p in load("severity")["roles"].get(key) or []) or "(?!)")
 
 
 def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
@@ -73,7 +69,8 @@ def read_stacks(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str],
                 indents: dict[int, int] | None = None) -> Reading:
     """The stacks and abort reports among the candidates (`msgs`: their header-stripped messages, `indents`:
     the blanks before each message in its line, as engine.roles reads them; none known: none)."""
-    intro, continued, frame, header = _phrases()
+    intro, continued = roles_rx("introduces"), roles_rx("continued")
+    frame, header = roles_rx("return_frame"), roles_rx("stack_header")
     out = Reading()
     intros = {i for i in candidates if intro.search(msgs[i])}
     frames = {i for i in candidates if frame.search(msgs[i])}

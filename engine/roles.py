@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.decoration import Decoration
-from engine.errstacks import ERROR_LINE, FRAME, THROWN_SEVERITY, read_stacks
+from engine.errstacks import ERROR_LINE, FRAME, THROWN_SEVERITY, read_stacks, roles_rx
 from engine.headers import parse_header
 from engine.launcher import first_failures
 from engine.masking import MASK
@@ -89,12 +89,6 @@ def _lexicon() -> tuple[list[tuple[str, re.Pattern[str]]], re.Pattern[str]]:
            for role in (REPORT, CONSEQUENCE, WRAPPER) if roles.get(role)]
     out.append((CASCADE, re.compile("|".join(f"(?:{p})" for p in data["cascade"]))))
     return out, re.compile(roles["label"])
-
-
-@lru_cache(maxsize=16)
-def _roles_rx(key: str) -> re.Pattern[str]:
-    """severity.yaml `roles.<key>`, its patterns as one regex (one that matches nothing where it has none)."""
-    return re.compile("|".join(f"(?:{p})" for p in load("severity")["roles"].get(key) or []) or "(?!)")
 
 
 def lexicon_role(template: str) -> str | None:
@@ -154,7 +148,7 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
             labels.append(i)
         if role is not None:
             out.role[i] = role
-        if role in (CASCADE, WRAPPER) and _roles_rx("disconnect").search(t.template):
+        if role in (CASCADE, WRAPPER) and roles_rx("disconnect").search(t.template):
             out.disconnects.add(i)
     _stacks(parsed, candidates, msgs, indents, severity, out)
     _label_successors(parsed, labels, severity, out, set(candidates))
@@ -181,7 +175,7 @@ def _restated(parsed: ParsedJob, candidates: list[int], severity: dict[int, floa
     cascade), and its template, the one an SRE confirms as a pattern, names the collective. Otherwise (the
     line before is another line, or not that event's first: ranks interleaved in one console) the
     restatement is shown with the line before it first."""
-    rx, target = _roles_rx("restates"), _roles_rx("restated")
+    rx, target = roles_rx("restates"), roles_rx("restated")
     cands = set(candidates)
     starts: dict[str, dict[int, int]] = {}  # per file: line number -> the candidate first seen there
     for i in candidates:
@@ -465,7 +459,7 @@ def _traceback_intros(parsed: ParsedJob, candidates: list[int], msgs: dict[int, 
     first and weighs at least as much, the intro line is its context. And an exception without a message
     of its own ("torch.multiprocessing.spawn.ProcessRaisedException:") whose file shows another
     exception soon after is that one's wrapper (its message is what follows it)."""
-    intro_rx, label_rx = _roles_rx("traceback_intro"), _lexicon()[1]
+    intro_rx, label_rx = roles_rx("traceback_intro"), _lexicon()[1]
     heads = {i for i, t in enumerate(parsed.templates) if _TRACEBACK.search(t.template)}
     pool = set(candidates)
     empty = {i for i in candidates if _EMPTY_EXC.match(msgs[i]) and out.role.get(i) is None}
