@@ -53,7 +53,7 @@ def test_case_is_labeled_and_its_lines_are_verbatim(case: Path):
     for labeled in (indicating, t["cascade_lines"], t["context_lines"]):
         assert set(labeled) <= lines
     assert not indicating & set(t["cascade_lines"])
-    assert t.get("wave", 1) in [*range(1, 33), 33, 34]
+    assert t.get("wave", 1) in range(1, 35)
 
 
 def test_sources_md_lists_every_case():
@@ -101,11 +101,11 @@ def test_the_whole_corpus_loads_every_wave_and_no_view():
     """`l4 bench eval tests/fixtures/public_logs` reads the case folders of all waves (a view folder
     has no truth.json of its own, so it is not a case) and each case once."""
     names = [d.name for d in CASES]
-    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in [*range(1, 33), 33, 34])
+    assert len(names) == len(set(names)) == sum(len(_wave(n)) for n in range(1, 35))
     assert not any(name.startswith("_wave") for name in names)
 
 
-@pytest.mark.parametrize("n", [*range(3, 33), 33, 34])
+@pytest.mark.parametrize("n", range(3, 35))
 def test_a_later_wave_shares_no_thread_with_the_earlier_waves(n: int):
     urls = {w: {_truth(CORPUS / c)["url"].rstrip("/") for c in _wave(w)} for w in range(1, n + 1)}
     assert len(urls[n]) == len(_wave(n))
@@ -119,7 +119,7 @@ _PREFIXES = [  # SOURCES.md: where a line with each launcher/logger prefix is fi
 ]
 
 
-@pytest.mark.parametrize("case", [CORPUS / c for n in [*range(3, 33), 33, 34] for c in _wave(n)],
+@pytest.mark.parametrize("case", [CORPUS / c for n in range(3, 35) for c in _wave(n)],
                          ids=lambda c: c.name)
 def test_later_wave_lines_are_filed_by_their_own_prefix(case: Path):
     """A line that starts with a rank, Ray actor or NCCL host:pid:tid prefix is in that rank's file;
@@ -138,7 +138,7 @@ def test_later_wave_lines_are_filed_by_their_own_prefix(case: Path):
 
 def test_sources_md_has_a_note_and_counts_for_each_later_wave():
     text = (CORPUS / "SOURCES.md").read_text()
-    for n in [*range(2, 33), 33, 34]:
+    for n in range(2, 35):
         assert f"Wave {n}: {len(_wave(n))} cases" in text
 
 
@@ -160,37 +160,18 @@ def test_the_test_halves_of_waves_2_to_6_are_held_out_from_stage_and_root_learni
             assert all(held_out(t, rules) == (t["split"] == "test") for t in truths), n
 
 
-@pytest.mark.parametrize("n", list(range(7, 33)))
+@pytest.mark.parametrize("n", list(range(7, 35)))
 def test_a_measured_wave_test_half_is_held_out_and_its_dev_half_trains(n: int):
     """Waves 7 (session 9), 8 (session 10), 9 (session 12), 10 (session 13), 11 to 14 (session 14), 15
     (session 15), 16 to 18 (session 16), 19 to 21 (session 17), 22 to 26 (session 18), 27 and 28 (session 19),
-    29 to 32 (session 20) were measured first on their session's starting engine (31 and 32 on its final one
-    too); since then their dev half trains the stage model and the root model, their test half never does."""
+    29 to 32 (session 20), 33 and 34 (session 21) were measured first on their session's starting engine (31
+    and 32 on its final one too); since then their dev half trains the stage model and the root model, their
+    test half never does."""
     from engine.bench import root_learn
     truths = [_truth(CORPUS / c) for c in _wave(n)]
     assert {t["split"] for t in truths} == {"dev", "test"}
     for rules in (settings()["held_out"], root_learn.settings()["held_out"]):
         assert all(held_out(t, rules) == (t["split"] == "test") for t in truths)
-
-
-def test_wave_33_is_held_out_whole_from_stage_and_root_learning():
-    """Wave 33 (session 21) has not been measured yet: both its halves stay out of the stage model's and the
-    root model's training until its first measurement on the session's starting engine is reported."""
-    from engine.bench import root_learn
-    truths = [_truth(CORPUS / c) for c in _wave(33)]
-    assert {t["split"] for t in truths} == {"dev", "test"}
-    for rules in (settings()["held_out"], root_learn.settings()["held_out"]):
-        assert all(held_out(t, rules) for t in truths)
-
-
-def test_wave_34_is_held_out_whole_from_stage_and_root_learning():
-    """Wave 34 (session 21) has not been measured yet: both its halves stay out of the stage model's and the
-    root model's training until its first measurement on the session's starting engine is reported."""
-    from engine.bench import root_learn
-    truths = [_truth(CORPUS / c) for c in _wave(34)]
-    assert {t["split"] for t in truths} == {"dev", "test"}
-    for rules in (settings()["held_out"], root_learn.settings()["held_out"]):
-        assert all(held_out(t, rules) for t in truths)
 
 
 # wave 13 (session 14), collected under a short deadline, holds each stage besides training four times
