@@ -6,15 +6,17 @@ lines the rank logged before its traceback, and what the job's timeline shows (`
 progress, the rank's log stage, the other ranks' stage). A multinomial logistic regression over
 these binary features, trained by `l4 bench stage-model train` (engine/bench/stage_learn.py) on the
 labelled real cases, is shipped as readable weights in data/stage_model.json; predicting is a dot
-product (no scikit-learn here).
+product (no scikit-learn here), of the features scaled by tf-idf when the file has an `idf`.
 
 `decide` combines it with the rule stage the way leave-one-source-out cross-validation chose
 (the file's `combine`, `timeline` and `threshold`): where the job's own timeline shows a stage, the
-rules keep it; where only text exists, the model answers, `unknown` below the threshold. Where the
-model is unsure (below the file's `fallback_below`), its `fallback` answers instead: `frames`, the stage
-of the innermost strong frame rule of data/stages.yaml (`save_checkpoint`, `load_state_dict`, …), or
-`lexicon`, the reading of the frameworks' lexicon (`engine.stage_lexicon`, data/stage_lexicon.yaml), whose
-answers are features of the model too. With the
+rules keep it (with the file's `under_way` `model`, where it shows training under way, the model may
+move the rules' training to checkpointing or teardown: `under_way_stage`); where only text exists, the
+model answers,
+`unknown` below the threshold. Where the model is unsure (below the file's `fallback_below`), its
+`fallback` answers instead: `frames`, the stage of the innermost strong frame rule of data/stages.yaml
+(`save_checkpoint`, `load_state_dict`, …), or `lexicon`, the reading of the frameworks' lexicon
+(`engine.stage_lexicon`, data/stage_lexicon.yaml), whose answers are features of the model too. With the
 file's `overrule` `frames`, a strong frame rule that names the failing frame by its function (or its file)
 answers however sure the model is: the program's code says where it was, its error's words only what broke.
 """
@@ -235,14 +237,31 @@ class StageModel:
     fallback: str = "none"  # what answers where the model is unsure (`fallback_stage`)
     fallback_below: float = 0.0  # the model's probability below which it is unsure
     overrule: str = "none"  # what answers however sure the model is (`overrule_stage`)
+    # tf-idf scaling (`scaled`): each known feature's inverse document frequency; None: features count 1
+    idf: dict[str, float] | None = None
+    # where the timeline shows training under way: `rules` (the rule stage answers) or `model`
+    # (`under_way_stage`: the model may move the rules' training to a later stage, by `under_way_margin`)
+    under_way: str = "rules"
+    under_way_margin: float = 0.0
+
+    def scaled(self, feats: set[str]) -> dict[str, float]:
+        """The value of each feature present: 1, or with `idf` its idf divided by the Euclidean norm of the
+        idf of every known feature present (a rare word weighs more than a common one, and a failure that
+        shows many words weighs no more in all than one that shows few)."""
+        if self.idf is None:
+            return dict.fromkeys(feats, 1.0)
+        known = {f: self.idf[f] for f in feats if f in self.idf}
+        norm = math.sqrt(sum(v * v for v in known.values())) or 1.0
+        return {f: v / norm for f, v in known.items()}
 
     def probabilities(self, feats: set[str]) -> dict[str, float]:
-        """P(stage | features): softmax of the intercept plus the weights of the features present."""
+        """P(stage | features): softmax of the intercept plus the weights of the features present, each
+        times its value (`scaled`)."""
         scores = list(self.intercept)
-        for f in feats:
+        for f, v in self.scaled(feats).items():
             w = self.weights.get(f)
             if w is not None:
-                scores = [s + x for s, x in zip(scores, w, strict=True)]
+                scores = [s + v * x for s, x in zip(scores, w, strict=True)]
         top = max(scores)
         exp = [math.exp(s - top) for s in scores]
         total = sum(exp)
@@ -258,7 +277,10 @@ class StageModel:
         return {"version": self.version, "classes": list(self.classes), "intercept": list(self.intercept),
                 "threshold": self.threshold, "combine": self.combine, "timeline": self.timeline,
                 "fallback": self.fallback, "fallback_below": self.fallback_below,
-                "overrule": self.overrule, "weights": {f: list(w) for f, w in sorted(self.weights.items())}}
+                "overrule": self.overrule, "under_way": self.under_way,
+                "under_way_margin": self.under_way_margin,
+                **({"idf": dict(sorted(self.idf.items()))} if self.idf is not None else {}),
+                "weights": {f: list(w) for f, w in sorted(self.weights.items())}}
 
 
 def model_from_dict(d: dict) -> StageModel:
@@ -271,7 +293,9 @@ def model_from_dict(d: dict) -> StageModel:
                       threshold=float(d.get("threshold", 0.0)), combine=str(d.get("combine", "rules")),
                       timeline=str(d.get("timeline", "progress")), fallback=str(d.get("fallback", "none")),
                       fallback_below=float(d.get("fallback_below", 0.0)),
-                      overrule=str(d.get("overrule", "none")))
+                      overrule=str(d.get("overrule", "none")), under_way=str(d.get("under_way", "rules")),
+                      under_way_margin=float(d.get("under_way_margin", 0.0)),
+                      idf=None if d.get("idf") is None else {str(f): float(v) for f, v in d["idf"].items()})
 
 
 @lru_cache(maxsize=1)
@@ -307,6 +331,23 @@ def combined(how: str, rule: str, timeline_stage: str | None, predicted: str, pr
     if how == "timeline":
         return rule if timeline_stage is not None else learned
     raise ValueError(f"unknown stage combination {how!r} (one of {', '.join(COMBINATIONS)})")
+
+
+UNDER_WAY = ("rules", "model")  # what answers where the timeline shows training under way
+AFTER_START = ("training", "checkpointing", "teardown")  # the stages a job is in once training began
+
+
+def under_way_stage(probabilities: dict[str, float], rule: str, margin: float) -> str:
+    """The stage where the failing rank's timeline shows training under way (a counter or a bar that
+    rose, a training marker) and the rules say `training`: checkpointing or teardown where the model holds
+    it more probable than training by more than `margin`, else training. The timeline says training had
+    begun, not that the failure was in a step: a save after the last step, or the exit after the run,
+    follows the same progress, and only the failure's own words tell them apart (`No space left on
+    device` in a `torch.save` frame after `100%|…| 200/200`). Any other rule stage stands."""
+    if rule != "training":
+        return rule
+    later = max(AFTER_START[1:], key=lambda s: probabilities.get(s, 0.0))
+    return later if probabilities.get(later, 0.0) > probabilities.get("training", 0.0) + margin else rule
 
 
 FALLBACKS = ("none", "frames", "frames+hints", "rules", "lexicon")
@@ -411,6 +452,8 @@ def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bo
         return rule
     shown = timeline_stage(model.timeline, ev.timeline)
     if model.combine == "timeline" and shown is not None:
+        if shown == "training" and model.under_way == "model":
+            return under_way_stage(model.probabilities(features(ev)), rule, model.under_way_margin)
         return rule
     predicted, prob = model.predict(features(ev))
     # the fallback answers only below fallback_below: read it only then (the lexicon's reading scans again

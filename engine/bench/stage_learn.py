@@ -35,6 +35,7 @@ from engine.stage_model import (
     features,
     overrule_stage,
     timeline_stage,
+    under_way_stage,
 )
 
 R = TypeVar("R")
@@ -160,28 +161,45 @@ def load_records(path: Path) -> list[Record]:
 
 # --- fitting -----------------------------------------------------------------------------------
 
+SCALINGS = ("binary", "tfidf")  # how a feature present counts (`fit`)
+
+
+def idf_of(counts: Counter[str], n: int, vocab: Iterable[str]) -> dict[str, float]:
+    """Each feature's inverse document frequency over `n` cases, `counts` of which show it: ln((1 + n) /
+    (1 + count)) + 1, scikit-learn's smoothed idf, rounded as the model file keeps it."""
+    import math
+
+    return {f: round(math.log((1 + n) / (1 + counts[f])) + 1.0, 4) for f in vocab}
+
+
 def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0, combine: str = "model",
         timeline: str = "progress", class_weight: str | None = None, fallback: str = "none",
-        fallback_below: float = 0.0, overrule: str = "none") -> StageModel:
-    """A multinomial logistic regression over the binary features seen in at least `min_df` cases;
-    `class_weight` "balanced": each stage weighs as much as every other in the fit, however few its cases
-    (the commonest label, training, then no longer wins where the words are new)."""
+        fallback_below: float = 0.0, overrule: str = "none", scaling: str = "binary",
+        under_way: str = "rules", under_way_margin: float = 0.0) -> StageModel:
+    """A multinomial logistic regression over the features seen in at least `min_df` cases, each
+    counting 1 (`scaling` "binary") or its idf over the L2 norm of the case's (`tfidf`, which
+    `StageModel.scaled` repeats); `class_weight` "balanced": each stage weighs as much as every other in
+    the fit, however few its cases (the commonest label, training, then no longer wins where the words
+    are new)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
+    if scaling not in SCALINGS:
+        raise ValueError(f"unknown feature scaling {scaling!r} (one of {', '.join(SCALINGS)})")
     counts = Counter(f for r in records for f in r.features)
     vocab = sorted(f for f, n in counts.items() if n >= min_df)
     col = {f: j for j, f in enumerate(vocab)}
+    idf = idf_of(counts, len(records), vocab) if scaling == "tfidf" else None
+    probe = StageModel(MODEL_VERSION, (), (), {}, 0.0, combine, idf=idf)
     x = np.zeros((len(records), len(vocab)))
     for i, r in enumerate(records):
-        for f in r.features:
-            if f in col:
-                x[i, col[f]] = 1.0
+        for f, v in probe.scaled({f for f in r.features if f in col}).items():
+            x[i, col[f]] = v
     y = [r.stage for r in records]
     classes = sorted(set(y))
     if len(classes) == 1:  # nothing to weigh: one stage, certain
         return StageModel(MODEL_VERSION, tuple(classes), (0.0,), {}, threshold, combine, timeline, fallback,
-                          fallback_below, overrule)
+                          fallback_below, overrule, idf, under_way, under_way_margin)
     lr = LogisticRegression(C=c, max_iter=5000, class_weight=class_weight)
     lr.fit(x, y)
     coef, icpt = lr.coef_, lr.intercept_
@@ -192,14 +210,16 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
                if np.abs(coef[:, j]).max() >= 1e-4}
     return StageModel(MODEL_VERSION, tuple(str(c) for c in lr.classes_),
                       tuple(round(float(b), 4) for b in icpt), weights, threshold, combine, timeline,
-                      fallback, fallback_below, overrule)
+                      fallback, fallback_below, overrule, idf, under_way, under_way_margin)
 
 
 @dataclass
 class Fold:
-    """Out-of-fold predictions of one model configuration: per scored record, (stage, probability)."""
+    """Out-of-fold predictions of one model configuration: per scored record, (stage, probability), and
+    the probability of each stage (empty where only the predictions were kept)."""
     c: float
     predictions: list[tuple[str, float]]
+    probabilities: list[dict[str, float]] = field(default_factory=list)
 
 
 GROUPS = ("source", "wave")  # how cross-validation holds cases out (`folds`)
@@ -245,14 +265,16 @@ def scored_indices(records: Sequence[Record], group: str) -> list[int]:
 
 
 def cross_predict(records: Sequence[Record], c: float, min_df: int, group: str = "source",
-                  class_weight: str | None = None) -> Fold:
+                  class_weight: str | None = None, scaling: str = "binary") -> Fold:
     """Out-of-fold predictions for the records `scored_indices` lists, in that order."""
-    preds: dict[int, tuple[str, float]] = {}
+    probs: dict[int, dict[str, float]] = {}
     for train, held in folds(records, group):
-        model = fit([records[i] for i in train], c, min_df, class_weight=class_weight)
+        model = fit([records[i] for i in train], c, min_df, class_weight=class_weight, scaling=scaling)
         for i in held:
-            preds[i] = model.predict(records[i].features)
-    return Fold(c=c, predictions=[preds[i] for i in sorted(preds)])
+            probs[i] = model.probabilities(records[i].features)
+    order = sorted(probs)
+    predictions = [max(probs[i].items(), key=lambda kv: kv[1]) for i in order]
+    return Fold(c=c, predictions=predictions, probabilities=[probs[i] for i in order])
 
 
 @dataclass
@@ -276,17 +298,27 @@ def score(name: str, records: Sequence[Record], answers: list[str]) -> Scored:
 
 def answers_of(records: Sequence[Record], fold: Fold, combine: str, timeline: str,
                threshold: float, fallback: str = "none", fallback_below: float = 0.0,
-               overrule: str = "none") -> list[str]:
-    return [combined(combine, r.rule, timeline_stage(timeline, r.timeline), p, prob, threshold,
-                     fallback_stage(fallback, r.rule, r.evidence), fallback_below,
-                     overrule_stage(overrule, r.evidence))
-            for r, (p, prob) in zip(records, fold.predictions, strict=True)]
+               overrule: str = "none", under_way: str = "rules", under_way_margin: float = 0.0) -> list[str]:
+    """The stage `engine.stage_model.decide` gives each record with these settings and the fold's
+    out-of-fold predictions (`under_way` "model" needs the fold's probabilities)."""
+    out = []
+    for k, (r, (p, prob)) in enumerate(zip(records, fold.predictions, strict=True)):
+        shown = timeline_stage(timeline, r.timeline)
+        if combine == "timeline" and shown == "training" and under_way == "model":
+            out.append(under_way_stage(fold.probabilities[k], r.rule, under_way_margin))
+            continue
+        out.append(combined(combine, r.rule, shown, p, prob, threshold,
+                            fallback_stage(fallback, r.rule, r.evidence), fallback_below,
+                            overrule_stage(overrule, r.evidence)))
+    return out
 
 
-Setting = tuple[float, str, float, str, float, str]  # C, timeline kind, threshold, fallback, below, overrule
+# C, timeline kind, threshold, fallback, below, overrule, under way
+Setting = tuple[float, str, float, str, float, str, str]
 
 
-CANDIDATES = ("model", "timeline")  # the combinations cross-validation chooses from
+# the combinations cross-validation chooses from (the settings' `combinations` may name fewer)
+CANDIDATES = ("model", "timeline")
 
 
 @dataclass
@@ -309,8 +341,9 @@ def cross_validate(all_records: Sequence[Record], conf: dict | None = None, grou
                    ) -> CvResult:
     """Cross-validation by `group` (leave-one-source-out, or leave-one-public-wave-out): every C,
     combination, timeline kind, threshold, fallback (what answers below which probability of the
-    model) and overrule (what answers however sure the model is) of the settings; the best of each
-    combination by `utility`.
+    model), overrule (what answers however sure the model is) and `under_way` (what answers where the
+    timeline shows training under way: the rules, or the model among the stages from training on) of the
+    settings; the best of each combination by `utility`.
     The rules are scored beside them but are no candidate: they were written looking at these very
     cases, so their figure here is in-sample, not a transfer estimate."""
     from threadpoolctl import threadpool_limits
@@ -319,36 +352,43 @@ def cross_validate(all_records: Sequence[Record], conf: dict | None = None, grou
     cost = float(conf["wrong_cost"])
     records = [all_records[i] for i in scored_indices(all_records, group)]
     with threadpool_limits(1):  # small fits: BLAS threads only contend (seconds become minutes on a busy box)
-        by_c = {c: cross_predict(all_records, c, conf["min_df"], group, conf.get("class_weight"))
+        by_c = {c: cross_predict(all_records, c, conf["min_df"], group, conf.get("class_weight"),
+                                 conf.get("scaling", "binary"))
                 for c in conf["C"]}
     best: dict[str, Setting] = {}
     scored: dict[str, Scored] = {"rules (in-sample)": score("rules (in-sample)", records,
                                                              [r.rule for r in records])}
-    for combine in CANDIDATES:
+    for combine in conf.get("combinations", CANDIDATES):
         kinds = conf["timeline_kinds"] if combine == "timeline" else ["progress"]
         backs = [(f, b) for f in conf.get("fallbacks", ["none"]) for b in conf.get("fallback_below", [0.0])
                  if (f == "none") == (b == 0.0)] or [("none", 0.0)]
         overrules = list(conf.get("overrules", ["none"]))
+        ways = list(conf.get("under_way", ["rules"])) if combine == "timeline" else ["rules"]
+        margin = float(conf.get("under_way_margin", 0.0))
         options = []
         for c, fold in by_c.items():
             for kind in kinds:
                 for t in conf["thresholds"]:
                     for fb, below in backs:
-                        for ov in overrules:
+                        for ov, way in ((o, w) for o in overrules for w in ways):
                             s = score(combine, records,
-                                      answers_of(records, fold, combine, kind, t, fb, below, ov))
+                                      answers_of(records, fold, combine, kind, t, fb, below, ov, way,
+                                                 margin))
                             # ties: the lower threshold (an abstention that does not pay is none), then no
                             # overrule, then no fallback and the lower one, then the wider timeline (where
-                            # the job's own timeline shows a stage, evidence beats words)
-                            rank = (utility(s, cost), -t, -(ov != "none"), -below, kinds.index(kind))
-                            options.append((rank, (c, kind, t, fb, below, ov), s))
+                            # the job's own timeline shows a stage, evidence beats words), then the rules
+                            # where training is under way
+                            rank = (utility(s, cost), -t, -(ov != "none"), -below, kinds.index(kind),
+                                    way == "rules")
+                            options.append((rank, (c, kind, t, fb, below, ov, way), s))
         _, chosen, s = max(options, key=lambda o: o[0])
         best[combine] = chosen
         scored[combine] = s
-        c0, kind0, _, fb0, below0, ov0 = chosen
+        c0, kind0, _, fb0, below0, ov0, way0 = chosen
         name = f"{combine}, never unknown"
         scored[name] = score(name, records,
-                             answers_of(records, by_c[c0], combine, kind0, 0.0, fb0, below0, ov0))
+                             answers_of(records, by_c[c0], combine, kind0, 0.0, fb0, below0, ov0, way0,
+                                        margin))
     return CvResult(folds=by_c, best=best, scored=scored, wrong_cost=cost, group=group, records=records)
 
 
@@ -394,11 +434,12 @@ def format_cv(res: CvResult) -> str:
     sources = len({r.source for r in records})
     n_folds = len({r.source for r in records}) if res.group == "source" else len(waves)
     out.append(f"{len(records)} cases scored, {sources} sources, {n_folds} folds.")
-    for name, (c, kind, t, fb, below, ov) in res.best.items():
+    for name, (c, kind, t, fb, below, ov, way) in res.best.items():
         extra = f", timeline {kind}" if name == "timeline" else ""
         back = f", fallback {fb} below p {below}" if fb != "none" else ""
         over = f", overrule {ov}" if ov != "none" else ""
-        out.append(f"- {name}: C {c}{extra}, unknown below p {t}{back}{over}")
+        under = ", the model where training is under way" if way == "model" else ""
+        out.append(f"- {name}: C {c}{extra}, unknown below p {t}{back}{over}{under}")
     chosen, _ = best_combination(res)
     out.append(f"- chosen: {chosen} (by right answers less {res.wrong_cost:g} per wrong one)")
     if "timeline" in res.best:
@@ -427,16 +468,20 @@ def train(records: Sequence[Record], out: Path, conf: dict | None = None) -> tup
     if group == "wave" and len(wave_folds(records)) < 2:  # a corpus of one wave: no wave to hold out
         group = "source"
     res = cross_validate(records, conf, group)
-    name, (c, kind, t, fb, below, ov) = best_combination(res)
+    name, (c, kind, t, fb, below, ov, way) = best_combination(res)
     model = fit(records, c, conf["min_df"], threshold=t, combine=name, timeline=kind,
-                class_weight=conf.get("class_weight"), fallback=fb, fallback_below=below, overrule=ov)
+                class_weight=conf.get("class_weight"), fallback=fb, fallback_below=below, overrule=ov,
+                scaling=conf.get("scaling", "binary"), under_way=way,
+                under_way_margin=float(conf.get("under_way_margin", 0.0)))
     body = model.to_dict()
     doc = {"about": "engine/stage_model.py: stage = softmax(intercept + sum of the weights of the features "
-                    "present); trained by `l4 bench stage-model train` (engine/bench/stage_learn.py)",
+                    "present, each times its idf over the norm of theirs when `idf` is given); trained by "
+                    "`l4 bench stage-model train` (engine/bench/stage_learn.py)",
            "trained_on": {"cases": len(records), "sources": len({r.source for r in records}),
                           "cv": GROUP_TITLES[res.group],
                           "cv_accuracy": {k: round(s.accuracy, 4) for k, s in res.scored.items()},
-                          "C": c, "class_weight": conf.get("class_weight")},
+                          "C": c, "class_weight": conf.get("class_weight"),
+                          "scaling": conf.get("scaling", "binary")},
            **body}
     out.write_text(model_json(doc))
     return model, res

@@ -9,8 +9,12 @@ import pytest
 
 from engine.bench.stage_learn import (
     STAGES,
+    Fold,
     Record,
+    answers_of,
+    fit,
     held_out,
+    idf_of,
     loso_folds,
     scored_indices,
     settings,
@@ -36,6 +40,7 @@ from engine.stage_model import (
     stem,
     stopword_set,
     timeline_stage,
+    under_way_stage,
     words,
 )
 from tests.helpers.jobs import write_failed_job
@@ -211,6 +216,69 @@ def test_a_frame_named_by_its_function_overrules_a_sure_model():
         == "training"
     with pytest.raises(ValueError):
         overrule_stage("oracle", zero)
+
+
+def _fitted_records() -> list[Record]:
+    pastes = [("checkpointing", "OSError: No space left on device while saving checkpoint"),
+              ("checkpointing", "torch.save failed: disk quota exceeded"),
+              ("training", "loss is nan at step 40"), ("training", "CUDA out of memory in backward step"),
+              ("init", "Address already in use: port 29500"), ("init", "rendezvous timed out at start")]
+    return [Record(case=f"c{i}", source=f"github/o/r{i}", stage=stage_, rule=stage_,
+                   evidence=Evidence(failure=text, after=[], before=[], n_before=0, frames=[], timeline={}))
+            for i, (stage_, text) in enumerate(pastes)]
+
+
+def test_tfidf_scaling_predicts_as_scikit_learn_does_and_survives_the_file():
+    from sklearn.feature_extraction.text import TfidfTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    records = _fitted_records()
+    model = fit(records, 3.0, 1, class_weight="balanced", scaling="tfidf")
+    vocab = sorted({f for r in records for f in r.features})
+    assert set(model.idf) == set(vocab)
+    x = [[1.0 if f in r.features else 0.0 for f in vocab] for r in records]
+    sk = make_pipeline(TfidfTransformer(), LogisticRegression(C=3.0, max_iter=5000, class_weight="balanced"))
+    sk.fit(x, [r.stage for r in records])
+    probe = records[0].features | {"e:never-seen"}  # a feature the fit never saw counts nowhere
+    theirs = sk.predict_proba([[1.0 if f in probe else 0.0 for f in vocab]])[0]
+    ours = model.probabilities(probe)
+    for stage_, p in zip(sk.classes_, theirs, strict=True):
+        assert ours[stage_] == pytest.approx(p, abs=2e-3)
+    scaled = model.scaled(probe)
+    assert "e:never-seen" not in scaled and sum(v * v for v in scaled.values()) == pytest.approx(1.0)
+    assert model_from_dict(json.loads(json.dumps(model.to_dict()))) == model
+    # a common feature weighs less than a rare one; binary scaling: every feature counts 1
+    counts = {"a": 5, "b": 1}
+    from collections import Counter
+    idf = idf_of(Counter(counts), 6, ["a", "b"])
+    assert idf["a"] < idf["b"] and idf["a"] == pytest.approx(1.0 + 0.154, abs=1e-3)
+    binary = fit(records, 3.0, 1, class_weight="balanced")
+    assert binary.idf is None and binary.scaled({"x", "y"}) == {"x": 1.0, "y": 1.0}
+    with pytest.raises(ValueError):
+        fit(records, 3.0, 1, scaling="sqrt")
+
+
+def test_where_training_is_under_way_the_model_may_move_the_rules_training_later():
+    # public dev lora-200-steps-done-save-model-cuda-oom: `100%|…| 200/200` then "Error saving model: CUDA
+    # out of memory": the progress shows training under way, the words a save
+    saving = {"training": 0.30, "checkpointing": 0.55, "teardown": 0.05, "init": 0.10}
+    assert under_way_stage(saving, "training", 0.1) == "checkpointing"
+    # near-even answers keep training (an outsider's stuck-rank socket timeout: teardown 0.29, training 0.22)
+    even = {"training": 0.22, "teardown": 0.29, "init": 0.25, "checkpointing": 0.12}
+    assert under_way_stage(even, "training", 0.1) == "training"
+    assert under_way_stage(even, "training", 0.0) == "teardown"
+    # a rule stage other than training stands; so does training where the model holds an earlier stage
+    assert under_way_stage(saving, "data_loading", 0.1) == "data_loading"
+    assert under_way_stage({"init": 0.9, "training": 0.05, "teardown": 0.05}, "training", 0.0) == "training"
+    # the bench scores the same answers decide gives
+    r = Record(case="c", source="github/o/r", stage="checkpointing", rule="training",
+               evidence=Evidence(failure="x", after=[], before=[], n_before=0, frames=[],
+                                 timeline={"progress": "training", "log": None}))
+    fold = Fold(c=1.0, predictions=[("checkpointing", 0.55)], probabilities=[saving])
+    assert answers_of([r], fold, "timeline", "progress", 0.0, under_way="model",
+                      under_way_margin=0.1) == ["checkpointing"]
+    assert answers_of([r], fold, "timeline", "progress", 0.0) == ["training"]
 
 
 def _record(case: str, source: str, stage_: str) -> Record:
