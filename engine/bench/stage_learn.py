@@ -34,6 +34,7 @@ from engine.stage_model import (
     fallback_stage,
     features,
     overrule_stage,
+    own_words,
     timeline_stage,
     under_way_stage,
 )
@@ -216,10 +217,11 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
 @dataclass
 class Fold:
     """Out-of-fold predictions of one model configuration: per scored record, (stage, probability), and
-    the probability of each stage (empty where only the predictions were kept)."""
+    the probability of each stage from the failure's own words (`own_words`; empty where only the
+    predictions were kept)."""
     c: float
     predictions: list[tuple[str, float]]
-    probabilities: list[dict[str, float]] = field(default_factory=list)
+    own: list[dict[str, float]] = field(default_factory=list)
 
 
 GROUPS = ("source", "wave")  # how cross-validation holds cases out (`folds`)
@@ -267,14 +269,16 @@ def scored_indices(records: Sequence[Record], group: str) -> list[int]:
 def cross_predict(records: Sequence[Record], c: float, min_df: int, group: str = "source",
                   class_weight: str | None = None, scaling: str = "binary") -> Fold:
     """Out-of-fold predictions for the records `scored_indices` lists, in that order."""
-    probs: dict[int, dict[str, float]] = {}
+    preds: dict[int, tuple[str, float]] = {}
+    own: dict[int, dict[str, float]] = {}
     for train, held in folds(records, group):
         model = fit([records[i] for i in train], c, min_df, class_weight=class_weight, scaling=scaling)
         for i in held:
-            probs[i] = model.probabilities(records[i].features)
-    order = sorted(probs)
-    predictions = [max(probs[i].items(), key=lambda kv: kv[1]) for i in order]
-    return Fold(c=c, predictions=predictions, probabilities=[probs[i] for i in order])
+            preds[i] = model.predict(records[i].features)
+            ev = records[i].evidence
+            own[i] = model.probabilities(features(own_words(ev)) if ev is not None else set())
+    order = sorted(preds)
+    return Fold(c=c, predictions=[preds[i] for i in order], own=[own[i] for i in order])
 
 
 @dataclass
@@ -300,12 +304,12 @@ def answers_of(records: Sequence[Record], fold: Fold, combine: str, timeline: st
                threshold: float, fallback: str = "none", fallback_below: float = 0.0,
                overrule: str = "none", under_way: str = "rules", under_way_margin: float = 0.0) -> list[str]:
     """The stage `engine.stage_model.decide` gives each record with these settings and the fold's
-    out-of-fold predictions (`under_way` "model" needs the fold's probabilities)."""
+    out-of-fold predictions (`under_way` "model" needs the fold's `own` probabilities)."""
     out = []
     for k, (r, (p, prob)) in enumerate(zip(records, fold.predictions, strict=True)):
         shown = timeline_stage(timeline, r.timeline)
         if combine == "timeline" and shown == "training" and under_way == "model":
-            out.append(under_way_stage(fold.probabilities[k], r.rule, under_way_margin))
+            out.append(under_way_stage(fold.own[k], r.rule, under_way_margin))
             continue
         out.append(combined(combine, r.rule, shown, p, prob, threshold,
                             fallback_stage(fallback, r.rule, r.evidence), fallback_below,

@@ -36,6 +36,7 @@ from engine.stage_model import (
     load_model,
     model_from_dict,
     overrule_stage,
+    own_words,
     stage_words,
     stem,
     stopword_set,
@@ -264,18 +265,25 @@ def test_where_training_is_under_way_the_model_may_move_the_rules_training_later
     # out of memory": the progress shows training under way, the words a save
     saving = {"training": 0.30, "checkpointing": 0.55, "teardown": 0.05, "init": 0.10}
     assert under_way_stage(saving, "training", 0.1) == "checkpointing"
-    # near-even answers keep training (an outsider's stuck-rank socket timeout: teardown 0.29, training 0.22)
-    even = {"training": 0.22, "teardown": 0.29, "init": 0.25, "checkpointing": 0.12}
+    # near-even answers keep training; teardown's words are a hang's in a step too: never moved there
+    even = {"training": 0.22, "checkpointing": 0.29, "init": 0.25, "teardown": 0.12}
     assert under_way_stage(even, "training", 0.1) == "training"
-    assert under_way_stage(even, "training", 0.0) == "teardown"
+    assert under_way_stage(even, "training", 0.0) == "checkpointing"
+    hang = {"training": 0.1, "teardown": 0.8, "checkpointing": 0.1}
+    assert under_way_stage(hang, "training", 0.0) == "training"
     # a rule stage other than training stands; so does training where the model holds an earlier stage
     assert under_way_stage(saving, "data_loading", 0.1) == "data_loading"
     assert under_way_stage({"init": 0.9, "training": 0.05, "teardown": 0.05}, "training", 0.0) == "training"
+    # it reads the failure's own words: another rank's "saving checkpoint" before a step's error is no save
+    ev = Evidence(failure="RuntimeError: injected fault", after=[], before=["saving checkpoint to /ckpt"],
+                  n_before=1, frames=[], timeline={})
+    assert own_words(ev).before == [] and own_words(ev).failure == ev.failure
+    assert not any(f.startswith("b:") for f in features(own_words(ev)))
     # the bench scores the same answers decide gives
     r = Record(case="c", source="github/o/r", stage="checkpointing", rule="training",
                evidence=Evidence(failure="x", after=[], before=[], n_before=0, frames=[],
                                  timeline={"progress": "training", "log": None}))
-    fold = Fold(c=1.0, predictions=[("checkpointing", 0.55)], probabilities=[saving])
+    fold = Fold(c=1.0, predictions=[("checkpointing", 0.55)], own=[saving])
     assert answers_of([r], fold, "timeline", "progress", 0.0, under_way="model",
                       under_way_margin=0.1) == ["checkpointing"]
     assert answers_of([r], fold, "timeline", "progress", 0.0) == ["training"]
