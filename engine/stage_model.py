@@ -11,9 +11,8 @@ product (no scikit-learn here), of the features scaled by tf-idf when the file h
 `decide` combines it with the rule stage the way leave-one-source-out cross-validation chose
 (the file's `combine`, `timeline` and `threshold`): where the job's own timeline shows a stage, the
 rules keep it (with the file's `under_way` `model`, where it shows training under way, the model may
-move the rules' training to checkpointing: `under_way_stage`); where only text exists, the
-model answers,
-`unknown` below the threshold. Where the model is unsure (below the file's `fallback_below`), its
+move the rules' training to checkpointing: `under_way_stage`); where only text exists, the model
+answers, `unknown` below the threshold. Where the model is unsure (below the file's `fallback_below`), its
 `fallback` answers instead: `frames`, the stage of the innermost strong frame rule of data/stages.yaml
 (`save_checkpoint`, `load_state_dict`, …), or `lexicon`, the reading of the frameworks' lexicon
 (`engine.stage_lexicon`, data/stage_lexicon.yaml), whose answers are features of the model too. With the
@@ -245,14 +244,8 @@ class StageModel:
     under_way_margin: float = 0.0
 
     def scaled(self, feats: set[str]) -> dict[str, float]:
-        """The value of each feature present: 1, or with `idf` its idf divided by the Euclidean norm of the
-        idf of every known feature present (a rare word weighs more than a common one, and a failure that
-        shows many words weighs no more in all than one that shows few)."""
-        if self.idf is None:
-            return dict.fromkeys(feats, 1.0)
-        known = {f: self.idf[f] for f in feats if f in self.idf}
-        norm = math.sqrt(sum(v * v for v in known.values())) or 1.0
-        return {f: v / norm for f, v in known.items()}
+        """The value of each feature present (`scaled_features` by the model's `idf`)."""
+        return scaled_features(feats, self.idf)
 
     def probabilities(self, feats: set[str]) -> dict[str, float]:
         """P(stage | features): softmax of the intercept plus the weights of the features present, each
@@ -283,11 +276,24 @@ class StageModel:
                 "weights": {f: list(w) for f, w in sorted(self.weights.items())}}
 
 
+def scaled_features(feats: set[str], idf: dict[str, float] | None) -> dict[str, float]:
+    """The value of each feature present: 1, or with `idf` its idf divided by the Euclidean norm of the idf
+    of every feature present that `idf` knows (a rare word weighs more than a common one, and a failure that
+    shows many words weighs no more in all than one that shows few; unknown features count nowhere)."""
+    if idf is None:
+        return dict.fromkeys(feats, 1.0)
+    known = {f: idf[f] for f in feats if f in idf}
+    norm = math.sqrt(sum(v * v for v in known.values())) or 1.0
+    return {f: v / norm for f, v in known.items()}
+
+
 def model_from_dict(d: dict) -> StageModel:
     classes = tuple(str(c) for c in d["classes"])
     weights = {str(f): tuple(float(x) for x in w) for f, w in d["weights"].items()}
     if any(len(w) != len(classes) for w in weights.values()) or len(d["intercept"]) != len(classes):
         raise ValueError("stage model: every weight row needs one number per class")
+    if d.get("under_way", "rules") not in UNDER_WAY:
+        raise ValueError(f"stage model: unknown under_way {d['under_way']!r} (one of {', '.join(UNDER_WAY)})")
     return StageModel(version=int(d["version"]), classes=classes,
                       intercept=tuple(float(x) for x in d["intercept"]), weights=weights,
                       threshold=float(d.get("threshold", 0.0)), combine=str(d.get("combine", "rules")),
@@ -337,7 +343,7 @@ UNDER_WAY = ("rules", "model")  # what answers where the timeline shows training
 # the stage the failure's own words may move training to where training is under way: a save. Not
 # teardown: the words of an exit hang (timeouts, aborts, "stuck") are those of a hang in a step, and
 # moving them cost 8 of the outsider generators' 320 cases for one public dev case (session 21)
-UNDER_WAY_LATER = ("checkpointing",)
+UNDER_WAY_LATER = "checkpointing"
 
 
 def own_words(ev: Evidence) -> Evidence:
@@ -356,8 +362,8 @@ def under_way_stage(probabilities: dict[str, float], rule: str, margin: float) -
     on device` in a `torch.save` frame after `100%|…| 200/200`). Any other rule stage stands."""
     if rule != "training":
         return rule
-    later = max(UNDER_WAY_LATER, key=lambda s: probabilities.get(s, 0.0))
-    return later if probabilities.get(later, 0.0) > probabilities.get("training", 0.0) + margin else rule
+    later = probabilities.get(UNDER_WAY_LATER, 0.0) > probabilities.get("training", 0.0) + margin
+    return UNDER_WAY_LATER if later else rule
 
 
 FALLBACKS = ("none", "frames", "frames+hints", "rules", "lexicon")

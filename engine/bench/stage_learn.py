@@ -25,6 +25,7 @@ from engine.bench.evaluate import case_dirs, diagnose_case, source_group
 from engine.bench.held_out import corpus_of, held_out  # noqa: F401 - corpus_of: this module's API
 from engine.model import LABELLED_STAGES
 from engine.stage_model import (
+    UNDER_WAY,
     UNKNOWN,
     Evidence,
     StageModel,
@@ -35,6 +36,7 @@ from engine.stage_model import (
     features,
     overrule_stage,
     own_words,
+    scaled_features,
     timeline_stage,
     under_way_stage,
 )
@@ -178,10 +180,10 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
         fallback_below: float = 0.0, overrule: str = "none", scaling: str = "binary",
         under_way: str = "rules", under_way_margin: float = 0.0) -> StageModel:
     """A multinomial logistic regression over the features seen in at least `min_df` cases, each
-    counting 1 (`scaling` "binary") or its idf over the L2 norm of the case's (`tfidf`, which
-    `StageModel.scaled` repeats); `class_weight` "balanced": each stage weighs as much as every other in
-    the fit, however few its cases (the commonest label, training, then no longer wins where the words
-    are new)."""
+    counting 1 (`scaling` "binary") or its idf over the L2 norm of the case's (`tfidf`:
+    `engine.stage_model.scaled_features`, as the shipped model predicts); `class_weight` "balanced": each
+    stage weighs as much as every other in the fit, however few its cases (the commonest label, training,
+    then no longer wins where the words are new)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
@@ -191,10 +193,9 @@ def fit(records: Sequence[Record], c: float, min_df: int, threshold: float = 0.0
     vocab = sorted(f for f, n in counts.items() if n >= min_df)
     col = {f: j for j, f in enumerate(vocab)}
     idf = idf_of(counts, len(records), vocab) if scaling == "tfidf" else None
-    probe = StageModel(MODEL_VERSION, (), (), {}, 0.0, combine, idf=idf)
     x = np.zeros((len(records), len(vocab)))
     for i, r in enumerate(records):
-        for f, v in probe.scaled({f for f in r.features if f in col}).items():
+        for f, v in scaled_features({f for f in r.features if f in col}, idf).items():
             x[i, col[f]] = v
     y = [r.stage for r in records]
     classes = sorted(set(y))
@@ -267,18 +268,20 @@ def scored_indices(records: Sequence[Record], group: str) -> list[int]:
 
 
 def cross_predict(records: Sequence[Record], c: float, min_df: int, group: str = "source",
-                  class_weight: str | None = None, scaling: str = "binary") -> Fold:
-    """Out-of-fold predictions for the records `scored_indices` lists, in that order."""
+                  class_weight: str | None = None, scaling: str = "binary", own: bool = False) -> Fold:
+    """Out-of-fold predictions for the records `scored_indices` lists, in that order; with `own`, also
+    the probabilities from each failure's own words (what `under_way` "model" reads)."""
     preds: dict[int, tuple[str, float]] = {}
-    own: dict[int, dict[str, float]] = {}
+    owns: dict[int, dict[str, float]] = {}
     for train, held in folds(records, group):
         model = fit([records[i] for i in train], c, min_df, class_weight=class_weight, scaling=scaling)
         for i in held:
             preds[i] = model.predict(records[i].features)
             ev = records[i].evidence
-            own[i] = model.probabilities(features(own_words(ev)) if ev is not None else set())
+            if own:
+                owns[i] = model.probabilities(features(own_words(ev)) if ev is not None else set())
     order = sorted(preds)
-    return Fold(c=c, predictions=[preds[i] for i in order], own=[own[i] for i in order])
+    return Fold(c=c, predictions=[preds[i] for i in order], own=[owns[i] for i in order if i in owns])
 
 
 @dataclass
@@ -305,6 +308,8 @@ def answers_of(records: Sequence[Record], fold: Fold, combine: str, timeline: st
                overrule: str = "none", under_way: str = "rules", under_way_margin: float = 0.0) -> list[str]:
     """The stage `engine.stage_model.decide` gives each record with these settings and the fold's
     out-of-fold predictions (`under_way` "model" needs the fold's `own` probabilities)."""
+    if under_way not in UNDER_WAY:
+        raise ValueError(f"unknown under_way {under_way!r} (one of {', '.join(UNDER_WAY)})")
     out = []
     for k, (r, (p, prob)) in enumerate(zip(records, fold.predictions, strict=True)):
         shown = timeline_stage(timeline, r.timeline)
@@ -356,8 +361,9 @@ def cross_validate(all_records: Sequence[Record], conf: dict | None = None, grou
     cost = float(conf["wrong_cost"])
     records = [all_records[i] for i in scored_indices(all_records, group)]
     with threadpool_limits(1):  # small fits: BLAS threads only contend (seconds become minutes on a busy box)
+        own = "model" in conf.get("under_way", []) and "timeline" in conf.get("combinations", CANDIDATES)
         by_c = {c: cross_predict(all_records, c, conf["min_df"], group, conf.get("class_weight"),
-                                 conf.get("scaling", "binary"))
+                                 conf.get("scaling", "binary"), own)
                 for c in conf["C"]}
     best: dict[str, Setting] = {}
     scored: dict[str, Scored] = {"rules (in-sample)": score("rules (in-sample)", records,
