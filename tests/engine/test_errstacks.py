@@ -243,3 +243,15 @@ def test_a_short_line_ended_where_its_writer_ended_it(tmp_path):
     assert events[0].template.startswith("Fatal Python error")
     assert not any(x.startswith("terminate called") for e in events if e.template.startswith("Python runtime")
                    for x in e.examples)
+
+
+def test_a_program_that_found_no_data_outranks_the_command_that_started_it(tmp_path):
+    # public wave 36 sd-scripts-…-78 (dev), the paste's shape: the command line, set-up steps, the last word
+    lines = ['accelerate launch --num_cpu_threads_per_process=16 "train_network.py" '
+             '--pretrained_model_name_or_path="C:/models/sd-v1-4.ckpt" --train_data_dir="C:/data/pics" '
+             '--output_dir="C:/out" --save_every_n_epochs=1 --mixed_precision=fp16',
+             "prepare tokenizer", "Use DreamBooth method.", "prepare train images.",
+             "0 train images with repeating.", "loading image sizes.", "prepare dataset",
+             "No data found. Please verify arguments"]
+    d = diagnose(write_failed_job(tmp_path / "j", {"node0/console.log": lines}))
+    assert d.events and d.events[0].template.startswith("No data found")

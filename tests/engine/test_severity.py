@@ -105,3 +105,13 @@ def test_a_hang_is_a_word_not_a_part_of_one():
     assert severity("wandb: View run x at: http:<*>/zhangyi/Face%<*>/runs/<*>/workspace", None) < 0.5
     for line in ("the job hangs at step <*>", "Hang detected on rank <*>", "stuck at barrier"):
         assert severity(line, None) >= 0.7, line
+
+
+def test_a_program_saying_it_found_nothing_is_a_failure_statement():
+    # public wave 36 sd-scripts-…-78 (dev): kohya's "No data found." after "0 train images" ranked below the
+    # `accelerate launch …` command line the paste opened with
+    for line in ("No data found. Please verify arguments", "No checkpoint found in <*>",
+                 "Model file not found: <*>", "No CUDA GPUs are available"):
+        assert severity(line, None) >= 0.6, line
+    assert severity("found <*> files", None) < 0.5
+    assert severity("INFO no issues found", "INFO") <= 0.45  # the informational cap holds
