@@ -108,6 +108,53 @@ def _message_and_indent(raw: str, decoration: Decoration | None = None) -> tuple
     return msg, indent
 
 
+BODY_SEVERITY = 0.5  # an indented line that says this much is read for being an exception's message body
+BODY_REACH = 40  # lines looked back through for the exception line a message body belongs to
+BODY_READS = 8  # candidates read for it per job, weightiest first (each read streams its file to the line)
+
+
+def _message_bodies(parsed: ParsedJob, candidates: list[int], severity: dict[int, float],
+                    decorated: dict[int, Decoration]) -> set[int]:
+    """The candidates whose first line is part of a multi-line exception message, not a traceback's code
+    line, though indented as one: the indented lines right above it (blank ones aside) lead up to an
+    exception line that ends in a colon, and no frame line stands between (PyTorch's "RuntimeError: Error(s)
+    in loading state_dict for PeftModelForCausalLM:" and the space-indented "size mismatch for …" lines
+    under it, which say what was wrong). Only lines that say enough (`BODY_SEVERITY`) are read, at most
+    `BODY_READS` of them."""
+    indented = []
+    for i in candidates:
+        if severity.get(i, 0.0) < BODY_SEVERITY:
+            continue
+        t = parsed.templates[i]
+        msg, indent = _message_and_indent(t.examples[0] if t.examples else t.template, decorated.get(i))
+        if indent >= CODE_INDENT and not ERROR_LINE.match(msg):
+            indented.append(i)
+    indented.sort(key=lambda i: -severity.get(i, 0.0))
+    return {i for i in indented[:BODY_READS] if _under_exception(parsed, i, decorated.get(i))}
+
+
+def _under_exception(parsed: ParsedJob, i: int, decoration: Decoration | None) -> bool:
+    """Whether the lines above candidate `i`'s first line, indented ones and blank ones, lead up to an
+    exception line that ends in a colon (no frame line between)."""
+    for path, pos in parsed.positions.items():
+        at = pos.get(i)
+        if at is None:
+            continue
+        window = read_window(path, at[0], before=BODY_REACH, after=0)
+        if window is None or window.at < 1:
+            return False
+        for line in reversed(window.lines[: window.at]):
+            msg, indent = _message_and_indent(line, decoration)
+            if not msg.strip():
+                continue
+            if FRAME.match(msg):
+                return False
+            if indent == 0 and not msg[:1].isspace():
+                return bool(ERROR_LINE.match(msg) or _EXC_TYPE.match(msg)) and msg.rstrip().endswith(":")
+        return False
+    return False
+
+
 def _decorated(parsed: ParsedJob, candidates: list[int]) -> dict[int, Decoration]:
     """The decoration of the file each candidate's first example line is from (the first file that
     holds it, in the order files were parsed), for the candidates whose file has one."""
@@ -134,13 +181,14 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     labels: list[int] = []
     indented: set[int] = set()
     decorated = _decorated(parsed, candidates)
+    bodies = _message_bodies(parsed, candidates, severity, decorated)
     for i in candidates:
         t = parsed.templates[i]
         role = lexicon_role(t.template)
         raw = t.examples[0] if t.examples else t.template
         msg, indent = _message_and_indent(raw, decorated.get(i))
         msgs[i], indents[i] = msg, indent
-        if role is None and indent >= CODE_INDENT and not ERROR_LINE.match(msg):
+        if role is None and indent >= CODE_INDENT and not ERROR_LINE.match(msg) and i not in bodies:
             role = CONTEXT
             indented.add(i)
         if role is None and label_rx.search(msg):

@@ -1,5 +1,7 @@
 """Reports that span lines: the C++ abort's what() message and its body, return traces read innermost-first,
 an excerpt of one template, an abort with no message."""
+import pytest
+
 from engine.diagnose import diagnose
 from engine.filter import NormalPool, candidate_events
 from engine.parse import parse_jobs
@@ -255,3 +257,33 @@ def test_a_program_that_found_no_data_outranks_the_command_that_started_it(tmp_p
              "No data found. Please verify arguments"]
     d = diagnose(write_failed_job(tmp_path / "j", {"node0/console.log": lines}))
     assert d.events and d.events[0].template.startswith("No data found")
+
+
+_SHAPES = ("copying a param with shape torch.Size([128259, 4096]) from checkpoint, the shape in current "
+           "model is torch.Size([128264, 4096]).")
+
+
+def _state_dict_error(indent: str) -> list[str]:
+    return ["Traceback (most recent call last):",
+            '  File "/app/src/train.py", line 12, in <module>',
+            "    model.load_state_dict(torch.load(path))",
+            "RuntimeError: Error(s) in loading state_dict for PeftModelForCausalLM:",
+            f"{indent}size mismatch for base_model.model.model.embed_tokens.weight: {_SHAPES}",
+            f"{indent}size mismatch for base_model.model.lm_head.weight: {_SHAPES}"]
+
+
+@pytest.mark.parametrize("indent", ["        ", "\t", "    "])
+def test_an_exception_s_indented_message_body_is_an_event_not_a_code_line(tmp_path, indent):
+    # public wave 35 llamafactory-…-8046 (dev): the "size mismatch for …" lines under "Error(s) in loading
+    # state_dict for …:" are indented with spaces, and had read as the code line of a traceback frame
+    d = diagnose(write_failed_job(tmp_path / "j", {"node0/console.log": _state_dict_error(indent)}))
+    shown = [e.template for e in d.events[:2]]
+    assert any(t.startswith("size mismatch for") for t in shown), shown
+    assert not any("model.load_state_dict" in e.template for e in d.events)  # the frame's code line: context
+
+
+def test_a_frame_s_code_line_is_no_message_body(tmp_path):
+    lines = ["Traceback (most recent call last):", '  File "/app/src/train.py", line 12, in <module>',
+             "    raise_if_missing(path, 'no space left on device')", "OSError: disk full"]
+    d = diagnose(write_failed_job(tmp_path / "j", {"node0/console.log": lines}))
+    assert not any("raise_if_missing" in e.template for e in d.events)
