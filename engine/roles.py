@@ -46,7 +46,7 @@ from engine.launcher import first_failures
 from engine.masking import MASK
 from engine.model import ParsedJob
 from engine.rules import load
-from engine.window import read_window
+from engine.window import Window, read_window, read_windows_before
 
 CASCADE, CONSEQUENCE, REPORT, WRAPPER, CONTEXT = "cascade", "consequence", "report", "wrapper", "context"
 QUOTE_MIN_CHARS = 20  # a quoted message shorter than this could be anything
@@ -110,7 +110,7 @@ def _message_and_indent(raw: str, decoration: Decoration | None = None) -> tuple
 
 BODY_SEVERITY = 0.5  # an indented line that says this much is read for being an exception's message body
 BODY_REACH = 40  # lines looked back through for the exception line a message body belongs to
-BODY_READS = 8  # candidates read for it per job, weightiest first (each read streams its file to the line)
+BODY_READS = 8  # candidates read for it per job, weightiest first (one pass per file, to its last)
 
 
 def _message_bodies(parsed: ParsedJob, candidates: list[int], severity: dict[int, float],
@@ -119,39 +119,46 @@ def _message_bodies(parsed: ParsedJob, candidates: list[int], severity: dict[int
     line, though indented as one: the indented lines right above it (blank ones aside) lead up to an
     exception line that ends in a colon, and no frame line stands between (PyTorch's "RuntimeError: Error(s)
     in loading state_dict for PeftModelForCausalLM:" and the space-indented "size mismatch for …" lines
-    under it, which say what was wrong). Only lines that say enough (`BODY_SEVERITY`) are read, at most
-    `BODY_READS` of them."""
-    indented = []
+    under it, which say what was wrong). Only lines that say enough (`BODY_SEVERITY`) and come within
+    `BODY_REACH` lines after such an exception line (its first or last place in the file, as the parse keeps
+    them) are read back, at most `BODY_READS` of them, each file once."""
+    indented, heads = [], []
     for i in candidates:
-        if severity.get(i, 0.0) < BODY_SEVERITY:
-            continue
         t = parsed.templates[i]
         msg, indent = _message_and_indent(t.examples[0] if t.examples else t.template, decorated.get(i))
-        if indent >= CODE_INDENT and not ERROR_LINE.match(msg):
+        if indent == 0 and (ERROR_LINE.match(msg) or _EXC_TYPE.match(msg)) and msg.rstrip().endswith(":"):
+            heads.append(i)
+        elif severity.get(i, 0.0) >= BODY_SEVERITY and indent >= CODE_INDENT and not ERROR_LINE.match(msg):
             indented.append(i)
+    if not heads:
+        return set()
     indented.sort(key=lambda i: -severity.get(i, 0.0))
-    return {i for i in indented[:BODY_READS] if _under_exception(parsed, i, decorated.get(i))}
+    first: dict[str, dict[int, int]] = {}  # per file: the candidates first seen there -> their line
+    for i in indented[:BODY_READS]:
+        path, at = next(((path, pos[i]) for path, pos in parsed.positions.items() if i in pos), ("", None))
+        # read only where such an exception line was seen (first or last) in the lines above
+        if at is not None and any(at[0] - BODY_REACH <= n < at[0] for h in heads
+                                  for n in parsed.positions[path].get(h, ())):
+            first.setdefault(path, {})[i] = at[0]
+    bodies = set()
+    for path, lines in first.items():  # one read of each file, up to its last such line
+        windows = read_windows_before(path, lines.values(), BODY_REACH)
+        bodies |= {i for i, line in lines.items()
+                   if line in windows and _under_exception(windows[line], decorated.get(i))}
+    return bodies
 
 
-def _under_exception(parsed: ParsedJob, i: int, decoration: Decoration | None) -> bool:
-    """Whether the lines above candidate `i`'s first line, indented ones and blank ones, lead up to an
-    exception line that ends in a colon (no frame line between)."""
-    for path, pos in parsed.positions.items():
-        at = pos.get(i)
-        if at is None:
+def _under_exception(window: Window, decoration: Decoration | None) -> bool:
+    """Whether the lines above the window's anchor, indented ones and blank ones, lead up to an exception
+    line that ends in a colon (no frame line between)."""
+    for line in reversed(window.lines[: window.at]):
+        msg, indent = _message_and_indent(line, decoration)
+        if not msg.strip():
             continue
-        window = read_window(path, at[0], before=BODY_REACH, after=0)
-        if window is None or window.at < 1:
+        if FRAME.match(msg):
             return False
-        for line in reversed(window.lines[: window.at]):
-            msg, indent = _message_and_indent(line, decoration)
-            if not msg.strip():
-                continue
-            if FRAME.match(msg):
-                return False
-            if indent == 0 and not msg[:1].isspace():
-                return bool(ERROR_LINE.match(msg) or _EXC_TYPE.match(msg)) and msg.rstrip().endswith(":")
-        return False
+        if indent == 0 and not msg[:1].isspace():
+            return bool(ERROR_LINE.match(msg) or _EXC_TYPE.match(msg)) and msg.rstrip().endswith(":")
     return False
 
 

@@ -7,6 +7,7 @@ BEFORE lines before it and AFTER lines after it (line numbers as `scan` counts t
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from engine.ingest import ReadReport, iter_chunks
@@ -47,3 +48,29 @@ def read_window(path: str, anchor: int, before: int = BEFORE, after: int = AFTER
     start = pos - len(keep)
     return Window(path=path, anchor=anchor, start=start,
                   lines=[b.decode("utf-8", "replace") for b in keep])
+
+
+def read_windows_before(path: str, anchors: Iterable[int], before: int) -> dict[int, Window]:
+    """For each line number of `anchors`, the lines of `path` from `anchor - before` to the anchor, read in
+    one pass up to the last anchor (`read_window` reads the file from its start for each); an anchor past the
+    file's end, or a file that cannot be read, has no window."""
+    want = sorted(set(anchors))
+    out: dict[int, Window] = {}
+    if not want:
+        return out
+    keep: deque[bytes] = deque(maxlen=before + 1)
+    pos, k = 0, 0
+    for block in iter_chunks(path, ReadReport()):
+        lines = block.lines()
+        while k < len(want) and want[k] < pos + len(lines):
+            anchor = want[k]
+            upto = lines[: anchor - pos + 1]
+            held = (list(keep) + upto)[-(before + 1):]
+            out[anchor] = Window(path=path, anchor=anchor, start=anchor + 1 - len(held),
+                                 lines=[b.decode("utf-8", "replace") for b in held])
+            k += 1
+        if k == len(want):
+            break
+        keep.extend(lines)
+        pos += len(lines)
+    return out
