@@ -64,7 +64,7 @@ def read_windows_before(path: str, anchors: Iterable[int], before: int) -> dict[
         lines = block.lines()
         while k < len(want) and want[k] < pos + len(lines):
             anchor = want[k]
-            upto = lines[: anchor - pos + 1]
+            upto = lines[max(0, anchor - pos - before): anchor - pos + 1]
             held = (list(keep) + upto)[-(before + 1):]
             out[anchor] = Window(path=path, anchor=anchor, start=anchor + 1 - len(held),
                                  lines=[b.decode("utf-8", "replace") for b in held])
