@@ -113,8 +113,8 @@ BODY_REACH = 40  # lines looked back through for the exception line a message bo
 BODY_READS = 8  # candidates read for it per job, weightiest first (one pass per file, to its last)
 
 
-def _message_bodies(parsed: ParsedJob, candidates: list[int], severity: dict[int, float],
-                    decorated: dict[int, Decoration]) -> set[int]:
+def _message_bodies(parsed: ParsedJob, candidates: list[int], msgs: dict[int, str], indents: dict[int, int],
+                    severity: dict[int, float], decorated: dict[int, Decoration]) -> set[int]:
     """The candidates whose first line is part of a multi-line exception message, not a traceback's code
     line, though indented as one: the indented lines right above it (blank ones aside) lead up to an
     exception line that ends in a colon, and no frame line stands between (PyTorch's "RuntimeError: Error(s)
@@ -124,9 +124,8 @@ def _message_bodies(parsed: ParsedJob, candidates: list[int], severity: dict[int
     them) are read back, at most `BODY_READS` of them, each file once."""
     indented, heads = [], []
     for i in candidates:
-        t = parsed.templates[i]
-        msg, indent = _message_and_indent(t.examples[0] if t.examples else t.template, decorated.get(i))
-        if indent == 0 and (ERROR_LINE.match(msg) or _EXC_TYPE.match(msg)) and msg.rstrip().endswith(":"):
+        msg, indent = msgs[i], indents[i]
+        if indent == 0 and _opens_message(msg):
             heads.append(i)
         elif severity.get(i, 0.0) >= BODY_SEVERITY and indent >= CODE_INDENT and not ERROR_LINE.match(msg):
             indented.append(i)
@@ -158,8 +157,13 @@ def _under_exception(window: Window, decoration: Decoration | None) -> bool:
         if FRAME.match(msg):
             return False
         if indent == 0 and not msg[:1].isspace():
-            return bool(ERROR_LINE.match(msg) or _EXC_TYPE.match(msg)) and msg.rstrip().endswith(":")
+            return _opens_message(msg)
     return False
+
+
+def _opens_message(msg: str) -> bool:
+    """An exception line whose message goes on in the lines under it: it ends in a colon."""
+    return bool(ERROR_LINE.match(msg) or _EXC_TYPE.match(msg)) and msg.rstrip().endswith(":")
 
 
 def _decorated(parsed: ParsedJob, candidates: list[int]) -> dict[int, Decoration]:
@@ -188,13 +192,15 @@ def event_roles(parsed: ParsedJob, candidates: list[int], severity: dict[int, fl
     labels: list[int] = []
     indented: set[int] = set()
     decorated = _decorated(parsed, candidates)
-    bodies = _message_bodies(parsed, candidates, severity, decorated)
+    for i in candidates:
+        t = parsed.templates[i]
+        raw = t.examples[0] if t.examples else t.template
+        msgs[i], indents[i] = _message_and_indent(raw, decorated.get(i))
+    bodies = _message_bodies(parsed, candidates, msgs, indents, severity, decorated)
     for i in candidates:
         t = parsed.templates[i]
         role = lexicon_role(t.template)
-        raw = t.examples[0] if t.examples else t.template
-        msg, indent = _message_and_indent(raw, decorated.get(i))
-        msgs[i], indents[i] = msg, indent
+        msg, indent = msgs[i], indents[i]
         if role is None and indent >= CODE_INDENT and not ERROR_LINE.match(msg) and i not in bodies:
             role = CONTEXT
             indented.add(i)
