@@ -166,8 +166,8 @@ def test_a_measured_wave_test_half_is_held_out_and_its_dev_half_trains(n: int):
     """Waves 7 (session 9), 8 (session 10), 9 (session 12), 10 (session 13), 11 to 14 (session 14), 15
     (session 15), 16 to 18 (session 16), 19 to 21 (session 17), 22 to 26 (session 18), 27 and 28 (session 19),
     29 to 32 (session 20), 33 and 34 (session 21), 35 to 38 (session 22) were measured first on their
-    session's starting engine (31, 32, 37 and 38 on its final one too); since then their dev half trains the
-    stage model and the root model, their test half never does."""
+    session's starting engine (31 and 32 on its final one too, 37 and 38 on the one built from 35 and 36);
+    since then their dev half trains the stage model and the root model, their test half never does."""
     from engine.bench import root_learn
     truths = [_truth(CORPUS / c) for c in _wave(n)]
     assert {t["split"] for t in truths} == {"dev", "test"}
@@ -218,8 +218,8 @@ def test_a_wave_short_of_some_stages_has_five_of_each_other(n: int, short: dict[
     loading and checkpointing three times and teardown twice in wave 35, init four times, data loading and
     checkpointing three times and teardown once in wave 36, init four times, model loading, data loading and
     checkpointing three times and teardown once in wave 37, init twice and data loading, checkpointing and
-    teardown three times in wave 38. Waves 23, 27, 29, 31, 32, 33 and 34 to 38 are in neither the
-    four-of-each nor the five-of-each check above, wave 25 in the four-of-each one only."""
+    teardown three times in wave 38. Waves 23, 27, 29 and 31 to 38 are in neither the four-of-each nor the
+    five-of-each check above, wave 25 in the four-of-each one only."""
     stages = [_truth(CORPUS / c)["stage"] for c in _wave(n)]
     others = [s for s in STAGES if s not in ("training", "unknown")]
     assert all(stages.count(s) >= short.get(s, 5) for s in others), stages
