@@ -15,7 +15,7 @@ from engine.known import KnownSignature
 from engine.model import AnalysisDetail, ClockNote, Diagnosis, Event, IterationSeries, ParsedJob
 from engine.parse import Progress, parse_jobs
 from engine.spatial import rank_nodes
-from engine.stage import failure_stage
+from engine.stage import stage_answer
 from engine.temporal import anomalous_iterations
 
 
@@ -44,12 +44,13 @@ def analyze(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Ite
     weight = {e.id: e.score for e in scored}
     series: list[IterationSeries] = []
     iterations = anomalous_iterations(parsed, weight, series=series)
-    stage = failure_stage(parsed, [e.id for e in selected], trust_time=timeline_trusted(clock))
+    stage, basis = stage_answer(parsed, [e.id for e in selected], trust_time=timeline_trusted(clock))
     stats = parsed.stats
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
     detail = _detail(parsed, node_scores, [e.id for e in selected], series, iterations)
     return Diagnosis(job_id=parsed.job_id, status="analyzed", stage=stage, events=events, nodes=nodes,
-                     iterations=iterations, stats=stats, detail=detail, hang=hang, clock=zones + clock)
+                     iterations=iterations, stats=stats, detail=detail, hang=hang, clock=zones + clock,
+                     stage_basis=basis)
 
 
 def score_job(parsed: ParsedJob, history: Sequence[ParsedJob] = (), *, normal: Iterable[str] = (),

@@ -162,6 +162,21 @@ class HangFinding:
     stacks: int = 0  # ranks with a stack dump
 
 
+STAGE_BASES = ("timeline", "frame", "lexicon", "words", "rules")
+
+
+@dataclass
+class StageBasis:
+    """What the stage rests on, so that a reader can weigh it (engine.stage_model.decide):
+    `timeline`, the job's own lines place the failure (a counter or bar of the failing rank, its stage
+    markers and checkpoint windows, the other ranks' positions); `frame`, the failing function of its
+    traceback (`save_checkpoint`, `__del__`); `lexicon`, a framework's message or frame the stage lexicon
+    knows, read where the learned model was unsure; `words`, the learned model's reading of the failure's
+    words, with its `probability`; `rules`, the stage rules alone (no model, or no failing lines read)."""
+    source: str
+    probability: float | None = None  # the learned model's probability of the stage, for `words`
+
+
 @dataclass
 class Diagnosis:
     job_id: str
@@ -180,13 +195,16 @@ class Diagnosis:
     # the job_id job.json states when it differs from the job asked for: shown, never an identity
     job_label: str | None = None
     clock: list[ClockNote] = field(default_factory=list)  # skewed / backwards clocks (optional in JSON)
+    stage_basis: StageBasis | None = None  # what `stage` rests on (optional in JSON)
 
     def to_dict(self, *, detail: bool = False) -> dict:
         """The l4.diagnosis/v1 JSON; with `detail`, also the plot data under "detail"."""
         d = asdict(self)
-        for optional in ("report", "job_label", "hang"):
+        for optional in ("report", "job_label", "hang", "stage_basis"):
             if d.get(optional) is None:
                 d.pop(optional, None)
+        if d.get("stage_basis") and d["stage_basis"].get("probability") is None:
+            d["stage_basis"].pop("probability")
         if not d.get("clock"):
             d.pop("clock", None)
         for e in d["events"]:
@@ -259,7 +277,15 @@ def diagnosis_from_dict(d: dict) -> Diagnosis:
         detail=AnalysisDetail.from_dict(d["detail"]) if isinstance(d.get("detail"), dict) else None,
         hang=_hang_from_dict(d["hang"]) if isinstance(d.get("hang"), dict) else None,
         clock=[ClockNote(**pick(ClockNote, c)) for c in d.get("clock") or [] if isinstance(c, dict)],
+        stage_basis=_basis_from_dict(d.get("stage_basis")),
     )
+
+
+def _basis_from_dict(d: object) -> StageBasis | None:
+    if not isinstance(d, dict) or d.get("source") not in STAGE_BASES:
+        return None
+    prob = d.get("probability")
+    return StageBasis(str(d["source"]), float(prob) if isinstance(prob, (int, float)) else None)
 
 
 def _hang_from_dict(d: dict) -> HangFinding:

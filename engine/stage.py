@@ -30,7 +30,7 @@ from collections import defaultdict
 from functools import lru_cache
 
 from engine.headers import parse_header
-from engine.model import ParsedJob
+from engine.model import ParsedJob, StageBasis
 from engine.rules import load
 from engine.severity import severity
 from engine.window import Window, read_window
@@ -124,16 +124,20 @@ def stage_of_template(template: str) -> str | None:
     return None
 
 
-def failure_stage(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True) -> str:
-    """The stage in force where the first of `event_ids` (most indicative first) first appears: the
-    rules' answer combined with the learned stage model (engine/stage_model.py)."""
-    from engine.stage_model import decide  # it reads this module's frames and timeline
+def stage_answer(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = True
+                 ) -> tuple[str, StageBasis | None]:
+    """The stage in force where the first of `event_ids` (most indicative first) first appears, the
+    rules' answer combined with the learned stage model (engine/stage_model.py), and what it rests on
+    (`engine.model.StageBasis`; None without events)."""
+    from engine.stage_model import decide_answer  # it reads this module's frames and timeline
 
+    if not event_ids:
+        return UNKNOWN, None
     failing = failing_window(parsed, event_ids)  # read once: the rules and the model both read it
     rule, on_job_timeline = _rule_stage(parsed, event_ids, trust_time, failing)
     if on_job_timeline:  # the failure's place among the other nodes decided: evidence, not words
-        return rule
-    return decide(parsed, event_ids, rule, trust_time=trust_time, failing=failing)
+        return rule, StageBasis("timeline")
+    return decide_answer(parsed, event_ids, rule, trust_time=trust_time, failing=failing)
 
 
 Failing = tuple[tuple[str, int] | None, Window | None]  # (rank file, line) of the failure; its window
@@ -623,7 +627,7 @@ _last_log_stage: tuple[Window | None, str | None] = (None, None)  # the window r
 
 def log_stage(window: Window) -> str | None:
     """The stage the rank's own log shows before the failure line (None: it shows none). The rules
-    and the stage model read the failing window alike (`failure_stage`): it is read once."""
+    and the stage model read the failing window alike (`stage_answer`): it is read once."""
     global _last_log_stage
     last = _last_log_stage
     if last[0] is window:

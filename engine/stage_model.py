@@ -30,7 +30,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import PurePosixPath
 
-from engine.model import ParsedJob
+from engine.model import ParsedJob, StageBasis
 from engine.rules import load
 from engine.stage import (
     Failing,
@@ -324,19 +324,27 @@ def combined(how: str, rule: str, timeline_stage: str | None, predicted: str, pr
     stage, `timeline_stage`, else the model as in `model`). Where the model answers with a probability
     below `fallback_below`, the `fallback` stage (`fallback_stage`) answers instead, when there is one;
     where the model answers, an `overruled` stage (`overrule_stage`) answers whatever its probability."""
-    if overruled not in (None, UNKNOWN):
-        learned = overruled
-    elif prob < fallback_below and fallback not in (None, UNKNOWN):
-        learned = fallback
-    else:
-        learned = predicted if prob >= threshold else UNKNOWN
+    return combined_answer(how, rule, timeline_stage, predicted, prob, threshold, fallback, fallback_below,
+                           overruled)[0]
+
+
+def combined_answer(how: str, rule: str, timeline_stage: str | None, predicted: str, prob: float,
+                    threshold: float, fallback: str | None = None, fallback_below: float = 0.0,
+                    overruled: str | None = None, fallback_source: str = "lexicon") -> tuple[str, StageBasis]:
+    """`combined`'s stage and what it rests on (`engine.model.StageBasis`): the timeline, the overruling
+    frame, the fallback (`fallback_source`: its kind as a basis, `FALLBACK_BASIS`), the model's words with
+    their probability, or the rules."""
+    if how not in COMBINATIONS:
+        raise ValueError(f"unknown stage combination {how!r} (one of {', '.join(COMBINATIONS)})")
     if how == "rules":
-        return rule
-    if how == "model":
-        return learned
-    if how == "timeline":
-        return rule if timeline_stage is not None else learned
-    raise ValueError(f"unknown stage combination {how!r} (one of {', '.join(COMBINATIONS)})")
+        return rule, StageBasis("rules")
+    if how == "timeline" and timeline_stage is not None:
+        return rule, StageBasis("timeline")
+    if overruled not in (None, UNKNOWN):
+        return overruled, StageBasis("frame")
+    if prob < fallback_below and fallback not in (None, UNKNOWN):
+        return fallback, StageBasis(fallback_source)
+    return (predicted if prob >= threshold else UNKNOWN), StageBasis("words", round(prob, 2))
 
 
 UNDER_WAY = ("rules", "model")  # what answers where the timeline shows training under way
@@ -459,21 +467,33 @@ def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bo
     """The stage of the failure: the rule stage `rule` combined with the shipped model as its file's
     `combine` says (the rules alone when no model is shipped); `trust_time` and `failing` as for
     `failure_evidence`."""
+    return decide_answer(parsed, event_ids, rule, trust_time=trust_time, failing=failing)[0]
+
+
+# what a fallback kind rests on, as a StageBasis source (frames+hints: a frame, else the error kind's hint)
+FALLBACK_BASIS = {"frames": "frame", "frames+hints": "lexicon", "rules": "rules", "lexicon": "lexicon"}
+
+
+def decide_answer(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bool = True,
+                  failing: Failing | None = None) -> tuple[str, StageBasis]:
+    """`decide`'s stage and what it rests on (`engine.model.StageBasis`)."""
     model = load_model()
     if model is None or model.combine == "rules":
-        return rule
+        return rule, StageBasis("rules")
     ev = failure_evidence(parsed, event_ids, trust_time=trust_time, job="job" in model.timeline.split("+"),
                           failing=failing)
     if ev is None:
-        return rule
+        return rule, StageBasis("rules")
     shown = timeline_stage(model.timeline, ev.timeline)
     if model.combine == "timeline" and shown is not None:
         if shown == "training" and model.under_way == "model":
-            return under_way_stage(model.probabilities(features(own_words(ev))), rule, model.under_way_margin)
-        return rule
+            probabilities = model.probabilities(features(own_words(ev)))
+            return under_way_stage(probabilities, rule, model.under_way_margin), StageBasis("timeline")
+        return rule, StageBasis("timeline")
     predicted, prob = model.predict(features(ev))
     # the fallback answers only below fallback_below: read it only then (the lexicon's reading scans again
     # the lines `features` scanned)
     fallback = fallback_stage(model.fallback, rule, ev) if prob < model.fallback_below else None
-    return combined(model.combine, rule, shown, predicted, prob, model.threshold, fallback,
-                    model.fallback_below, overrule_stage(model.overrule, ev))
+    return combined_answer(model.combine, rule, shown, predicted, prob, model.threshold, fallback,
+                           model.fallback_below, overrule_stage(model.overrule, ev),
+                           FALLBACK_BASIS.get(model.fallback, "lexicon"))

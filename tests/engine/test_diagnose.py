@@ -22,6 +22,9 @@ def test_root_cause_outranks_cascade_and_names_the_node(tmp_path):
     assert d.events[0].examples == ["RuntimeError: CUDA error: uncorrectable ECC error encountered"]
     assert d.nodes[0].node == "node-003"
     assert d.stage == "training"
+    # the failing rank's iteration lines run up to the failure: the job's own timeline places it
+    assert d.stage_basis is not None and d.stage_basis.source == "timeline"
+    assert d.to_dict()["stage_basis"] == {"source": "timeline"}
     assert d.iterations and d.iterations[0].iteration == 21
     assert all("Watchdog" not in e.template for e in d.events[:1])
 

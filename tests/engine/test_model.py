@@ -1,4 +1,13 @@
-from engine.model import Diagnosis, Event, IterationFinding, Match, NodeFinding, Stats, diagnosis_from_dict
+from engine.model import (
+    Diagnosis,
+    Event,
+    IterationFinding,
+    Match,
+    NodeFinding,
+    StageBasis,
+    Stats,
+    diagnosis_from_dict,
+)
 
 
 def test_diagnosis_round_trips_through_its_json():
@@ -10,3 +19,17 @@ def test_diagnosis_round_trips_through_its_json():
     older = {"job_id": "j", "events": [{"template": "x", "score": 1, "count": 1, "level": None, "nodes": [],
                                         "first_seen": None, "examples": [], "future_field": 1}]}
     assert diagnosis_from_dict(older).events[0].template == "x"
+
+
+def test_the_stage_basis_is_optional_in_the_json_and_round_trips():
+    plain = Diagnosis(job_id="j", stage="training")
+    assert "stage_basis" not in plain.to_dict()
+    words = Diagnosis(job_id="j", stage="checkpointing", stage_basis=StageBasis("words", 0.31))
+    assert words.to_dict()["stage_basis"] == {"source": "words", "probability": 0.31}
+    assert diagnosis_from_dict(words.to_dict()) == words
+    framed = Diagnosis(job_id="j", stage="teardown", stage_basis=StageBasis("frame"))
+    assert framed.to_dict()["stage_basis"] == {"source": "frame"}  # no probability where no model answered
+    assert diagnosis_from_dict(framed.to_dict()) == framed
+    # a basis this reader does not know (a newer writer's) is dropped, not guessed at
+    assert diagnosis_from_dict({"job_id": "j", "stage_basis": {"source": "oracle"}}).stage_basis is None
+    assert diagnosis_from_dict({"job_id": "j", "stage_basis": "words"}).stage_basis is None

@@ -23,11 +23,15 @@ from engine.bench.stage_learn import (
 )
 from engine.bench.stage_learn import folds as folds_of
 from engine.diagnose import diagnose
+from engine.model import StageBasis
 from engine.stage_model import (
     COMBINATIONS,
+    FALLBACK_BASIS,
+    FALLBACKS,
     Evidence,
     _stopwords,
     combined,
+    combined_answer,
     error_class,
     evidence_from_dict,
     fallback_stage,
@@ -160,6 +164,26 @@ def test_combinations_and_timeline_kinds():
     assert timeline_stage("progress", {"progress": "training"}) == "training"
     with pytest.raises(ValueError):
         timeline_stage("progress+calendar", tl)
+
+
+def test_each_answer_says_what_it_rests_on():
+    assert combined_answer("rules", "init", None, "training", 0.9, 0.5) == ("init", StageBasis("rules"))
+    assert combined_answer("timeline", "init", "init", "training", 0.9, 0.0) \
+        == ("init", StageBasis("timeline"))
+    assert combined_answer("timeline", "init", None, "training", 0.934, 0.0) \
+        == ("training", StageBasis("words", 0.93))
+    # below the threshold the model's answer is `unknown`, still with the probability that made it so
+    assert combined_answer("model", "init", None, "training", 0.4, 0.5) \
+        == ("unknown", StageBasis("words", 0.4))
+    assert combined_answer("timeline", "init", None, "training", 0.3, 0.0, "data_loading", 0.4) \
+        == ("data_loading", StageBasis("lexicon"))
+    assert combined_answer("timeline", "init", None, "training", 0.3, 0.0, "data_loading", 0.4, None,
+                           FALLBACK_BASIS["frames"]) == ("data_loading", StageBasis("frame"))
+    assert combined_answer("timeline", "init", None, "training", 0.9, 0.0, None, 0.0, "model_loading") \
+        == ("model_loading", StageBasis("frame"))
+    assert set(FALLBACK_BASIS) == set(FALLBACKS) - {"none"}
+    with pytest.raises(ValueError):
+        combined_answer("oracle", "init", None, "training", 0.9, 0.0)
 
 
 def test_where_the_model_is_unsure_the_fallback_answers():
