@@ -7,7 +7,7 @@ import base64
 import json
 from html import escape
 
-from bot.where import by_suspicion, listed, locate
+from bot.where import by_suspicion, listed, locate, stage_basis_phrase
 from engine.model import NOTABLE_NODE_SCORE, Diagnosis, HangFinding
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
@@ -90,6 +90,8 @@ def render_html(d: Diagnosis, *, plots: bool = True, diagnosis_id: int | None = 
     sections += [("events", "Events"), ("nodes", "Nodes"), ("iterations", "Iterations")]
     if st.unreadable_files or st.empty_or_binary_files:
         sections.append(("unreadable", "Files not read"))
+    phrase = stage_basis_phrase(d)
+    basis = f" ({escape(phrase)})" if phrase else ""
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
@@ -102,7 +104,7 @@ def render_html(d: Diagnosis, *, plots: bool = True, diagnosis_id: int | None = 
         + (f"<p>Diagnosis ID <code id='diagnosis-id'>{diagnosis_id}</code>: confirm its root cause with "
            f"<code>l4 patterns confirm {diagnosis_id} …</code>.</p>" if diagnosis_id is not None else ""),
         "<nav>" + "".join(f"<a href='#{k}'>{escape(v)}</a>" for k, v in sections) + "</nav>",
-        f"<section id='summary'><h2>Summary</h2><p>Stage: <b>{escape(d.stage)}</b>. "
+        f"<section id='summary'><h2>Summary</h2><p>Stage: <b>{escape(d.stage)}</b>{basis}. "
         f"{len(d.matches)} known fault(s), {len(d.events)} failure-indicating event(s), "
         f"{len(notable)} suspicious node(s), "
         f"{len(d.iterations)} anomalous iteration(s).</p>"

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bot.where import by_suspicion, cut, listed, locate, shown
+from bot.where import by_suspicion, cut, listed, locate, shown, stage_basis_phrase
 from engine.model import NOTABLE_NODE_SCORE, Diagnosis
 
 UNWRAPPED_WIDTH = 10_000  # piped output: tables as wide as their content, lines never wrapped
@@ -57,7 +57,8 @@ def render_text(d: Diagnosis, color: bool = False, width: int = 120, *, diagnosi
             con.print(f"  > {_t(line, 300)}")
         if len(m.evidence) > 3:
             con.print(f"  > +{len(m.evidence) - 3} more lines")
-    con.print(f"\n[bold]Stage:[/bold] {d.stage}")
+    basis = stage_basis_phrase(d)
+    con.print(f"\n[bold]Stage:[/bold] {d.stage}" + (f" ({escape(basis)})" if basis else ""))
     if d.hang:  # flight-recorder and stack dumps
         con.print(f"[bold]Hang:[/bold] {_t(d.hang.summary, 500)}")
     if d.events:

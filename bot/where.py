@@ -28,6 +28,29 @@ class Where:
         return " · ".join(parts)
 
 
+# below this probability the learned model's reading of the failure's words is called a guess: on the held-out
+# public cases such answers were right about half the time (README, "Stage by what it rests on")
+GUESS_BELOW = 0.4
+_BASIS_PHRASES = {
+    "timeline": "placed by the job's own progress and stage lines",
+    "frame": "from the failing function in its traceback",
+    "lexicon": "from a framework message or frame L4 knows",
+    "rules": "from the stage rules",
+}
+
+
+def stage_basis_phrase(d: Diagnosis) -> str:
+    """What the diagnosis's stage rests on, in words ("" when it does not say): the reader's cue to how far
+    to trust it."""
+    basis = d.stage_basis
+    if basis is None or d.stage == "unknown":
+        return ""
+    if basis.source == "words":
+        p = basis.probability if basis.probability is not None else 0.0
+        return f"{'a guess' if p < GUESS_BELOW else 'read'} from the failure's words, p {p:.2f}"
+    return _BASIS_PHRASES.get(basis.source, "")
+
+
 def locate(d: Diagnosis) -> Where:
     """The most suspicious node, the rank on it that the evidence names, the stage, and the first
     anomalous iteration."""

@@ -19,6 +19,7 @@ from bot.slack.mrkdwn import (
     plain,
     text_object,
 )
+from bot.where import stage_basis_phrase
 from engine.model import NOTABLE_NODE_SCORE, Diagnosis
 
 ACTION_CONFIRM = "l4_confirm"
@@ -118,7 +119,8 @@ def _event_blocks(d: Diagnosis) -> list[Block]:
 
 
 def _finding_lines(d: Diagnosis) -> list[str]:
-    lines = [f"*Stage:* {escape(d.stage)}"]
+    basis = stage_basis_phrase(d)
+    lines = [f"*Stage:* {escape(d.stage)}" + (f" _({escape(basis)})_" if basis else "")]
     if d.hang:  # flight-recorder and stack dumps
         lines.append(f"*Hang:* {escape(d.hang.summary[:500])}")
     if d.iterations:

@@ -93,3 +93,24 @@ def test_html_counts_the_suspicious_nodes_it_lists() -> None:
     assert "2 other node(s) score below 0.05: node-001, node-002." in nodes
     assert "<b>Where:</b> node node-007 · rank 29 · stage training · iteration 1873" in html
     assert "<code id='diagnosis-id'>12</code>" in html
+
+
+def test_the_stage_says_what_it_rests_on_in_text_and_html() -> None:
+    from bot.where import stage_basis_phrase
+    from engine.model import StageBasis
+
+    def phrase(stage: str, basis: StageBasis | None) -> str:
+        return stage_basis_phrase(Diagnosis(job_id="j", stage=stage, stage_basis=basis))
+
+    assert phrase("training", StageBasis("words", 0.72)) == "read from the failure's words, p 0.72"
+    assert phrase("training", StageBasis("words", 0.39)) == "a guess from the failure's words, p 0.39"
+    assert phrase("teardown", StageBasis("frame")) == "from the failing function in its traceback"
+    assert phrase("init", StageBasis("lexicon")) == "from a framework message or frame L4 knows"
+    assert phrase("init", StageBasis("rules")) == "from the stage rules"
+    assert phrase("training", None) == "" and phrase("unknown", StageBasis("words", 0.2)) == ""
+    d = _diagnosis()
+    d.stage_basis = StageBasis("timeline")
+    assert "Stage: training (placed by the job's own progress and stage lines)" in render_text(d)
+    assert "Stage: <b>training</b> (placed by the job&#x27;s own progress and stage lines)." in render_html(d)
+    d.stage_basis = None
+    assert "Stage: training\n" in render_text(d) and "Stage: <b>training</b>. " in render_html(d)

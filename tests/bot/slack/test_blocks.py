@@ -67,3 +67,17 @@ def test_report_details_and_progress():
     assert "downloading the logs: 12.3 MB of 40.0 MB" in json.dumps(blocks)
     _, blocks = progress_message("job-1", "fetching", 500_000, None)
     assert "downloading the logs: 0.5 MB\"" in json.dumps(blocks)
+
+
+def test_the_stage_says_what_it_rests_on():
+    from engine.model import StageBasis
+
+    def stage_text(d: Diagnosis) -> str:
+        return " ".join(_mrkdwn_texts(summary_message(d, 1)[1]))
+
+    guess = Diagnosis(job_id="j", stage="checkpointing", stage_basis=StageBasis("words", 0.31))
+    assert "*Stage:* checkpointing _(a guess from the failure's words, p 0.31)_" in stage_text(guess)
+    placed = Diagnosis(job_id="j", stage="training", stage_basis=StageBasis("timeline"))
+    assert "*Stage:* training _(placed by the job's own progress and stage lines)_" in stage_text(placed)
+    bare = stage_text(Diagnosis(job_id="j", stage="training"))
+    assert "*Stage:* training" in bare and "_(" not in bare
