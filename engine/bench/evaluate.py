@@ -257,14 +257,18 @@ def evaluate(root: Path, on_case: Callable[[str, dict], None] | None = None, *,
                     tally.iter_ok += int(iteration == truth["iteration"])
                 if name in ranks:
                     tally.add_root(ranks[name])
+        basis = diagnosis.stage_basis
         cases.append({"case": case.name, "kind": truth["kind"], "source": truth.get("source"),
                       "stage": diagnosis.stage, "truth_stage": truth["stage"],
+                      "stage_basis": None if basis is None else basis.source,
+                      "stage_probability": None if basis is None else basis.probability,
                       **({"root_rank": ranks.get("L4")} if roots else {})})
         if on_case:
             info = {
                 "kind": truth["kind"],
                 "stage": diagnosis.stage,
                 "truth_stage": truth["stage"],
+                "stage_basis": None if basis is None else basis.source,
                 "nodes": [n.node for n in diagnosis.nodes[:3]],
                 "faulty": truth["faulty_nodes"],
                 "seconds": round(secs, 2),

@@ -70,7 +70,41 @@ def format_real_report(res: EvalResult) -> str:
     out += _overall_rows(res)
     out += [""] + _grouped("fault kind", res.per_kind, res)
     out += [""] + _grouped("source", res.per_source, res)
+    out += [""] + _by_basis(res)
     return "\n".join(out)
+
+
+# the learned model's answers, by its probability: (label, lower bound), highest first
+WORD_BANDS = (("words, p ≥ 0.6", 0.6), ("words, p 0.4–0.6", 0.4), ("words, p < 0.4", 0.0))
+
+
+def basis_row(case: dict) -> str:
+    """The row of `format_real_report`'s stage-by-basis table a case's answer falls in."""
+    source = case.get("stage_basis")
+    if source is None:
+        return "none (no event)"
+    if source != "words":
+        return source
+    p = case.get("stage_probability") or 0.0
+    return next(label for label, low in WORD_BANDS if p >= low)
+
+
+def _by_basis(res: EvalResult) -> list[str]:
+    """How often L4's stage is right by what it rests on (`engine.model.StageBasis`): the trust a reader
+    may put in a diagnosis's `stage_basis`."""
+    rows: dict[str, list[int]] = {}
+    for case in res.cases:
+        row = rows.setdefault(basis_row(case), [0, 0])
+        row[0] += 1
+        row[1] += int(case["stage"] == case["truth_stage"])
+    order = ["timeline", "frame", "lexicon", *(label for label, _ in WORD_BANDS), "rules", "none (no event)"]
+    out = [f"Stage by what it rests on ({res.split}):", "", "| basis | cases | share | stage right |",
+           "|---|---|---|---|"]
+    total = max(1, len(res.cases))
+    for key in sorted(rows, key=lambda k: order.index(k) if k in order else len(order)):
+        n, right = rows[key]
+        out.append(f"| {key} | {n} | {n / total:.2f} | {right / n:.2f} ({right}) |")
+    return out
 
 
 def format_real_splits(results: dict[str, EvalResult]) -> str:

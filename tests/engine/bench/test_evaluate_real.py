@@ -12,7 +12,7 @@ from bot.cli import main
 from engine.bench.baselines import grep_events
 from engine.bench.evaluate import case_dirs, evaluate, format_report, history_dirs, source_group, summary
 from engine.bench.misses import format_misses, misses
-from engine.bench.real_report import format_real_report, format_real_splits
+from engine.bench.real_report import basis_row, format_real_report, format_real_splits
 from engine.bench.rootcause import root_rank, shows_root, template_fits
 
 MINI = Path(__file__).parent / "fixtures" / "real_mini"
@@ -74,8 +74,22 @@ def test_real_corpus_scores_root_cause_for_l4_and_baselines():
         assert f"| {name} | 1 |" in report
     assert "#### L4 per fault kind (dev)" in report and "| illegal_memory_access | 1 |" in report
     assert "#### L4 per source (dev)" in report and "| handmade/fixture | 1 |" in report
+    # how often the stage is right by what it rests on: the one case's row, and its basis in the case list
+    assert "Stage by what it rests on (dev):" in report
+    row = basis_row(res.cases[0])
+    assert res.cases[0]["stage_basis"] in ("timeline", "frame", "lexicon", "words", "rules")
+    right = int(res.cases[0]["stage"] == res.cases[0]["truth_stage"])
+    assert f"| {row} | 1 | 1.00 | {right:.2f} ({right}) |" in report
     s = summary(res)
     assert s["split"] == "dev" and s["root_cases"] == 1 and s["baselines"]["grep-time"]["root_first"] == 1.0
+
+
+def test_basis_rows_band_the_models_probability():
+    assert basis_row({"stage_basis": "timeline", "stage_probability": None}) == "timeline"
+    assert basis_row({"stage_basis": "words", "stage_probability": 0.6}) == "words, p ≥ 0.6"
+    assert basis_row({"stage_basis": "words", "stage_probability": 0.45}) == "words, p 0.4–0.6"
+    assert basis_row({"stage_basis": "words", "stage_probability": 0.12}) == "words, p < 0.4"
+    assert basis_row({"stage_basis": None}) == "none (no event)"
 
 
 def test_all_split_tallies_per_source():
