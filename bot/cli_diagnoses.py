@@ -6,7 +6,7 @@ import json
 import sys
 
 from bot.cli_kb import _guard, _open
-from bot.where import shown
+from bot.where import shown, stage_basis_phrase
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -33,6 +33,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from engine.model import diagnosis_from_dict
     from kb.diagnoses import as_dict, get, summary
 
     with _open() as s:
@@ -44,10 +45,13 @@ def _show(args: argparse.Namespace) -> int:
         out = {"schema": doc.get("schema"), "job_id": doc.get("job_id"), "diagnosis_id": rec.id, **doc}
         sys.stdout.write(json.dumps({"diagnosis": out, "summary": info}, indent=2, ensure_ascii=False) + "\n")
         return 0
+    basis = stage_basis_phrase(diagnosis_from_dict(doc))
     print(f"diagnosis {info['diagnosis_id']} of job {shown(info['job_id'])}")
     for key in ("time", "status", "matched_pattern", "stage", "top_node", "events", "slack_thread"):
         value = info[key]
-        print(f"  {key.replace('_', ' ')}: {shown(value) if value is not None else '-'}")
+        said = shown(value) if value is not None else "-"
+        said += f" ({basis})" if key == "stage" and basis else ""
+        print(f"  {key.replace('_', ' ')}: {said}")
     print(f"  confirmed by: {', '.join(map(shown, info['confirmed_by'])) or '-'}")
     print(f"  rejected by: {', '.join(map(shown, info['rejected_by'])) or '-'}")
     for f in info["feedback"]:

@@ -54,6 +54,8 @@ def test_json_and_html_carry_the_diagnosis_id_and_diagnoses_list_it(l4, tmp_path
     code, out, _ = l4("diagnoses", "show", "1")
     assert code == 0 and "diagnosis 1 of job job-7" in out and "matched pattern: xid-79-fallen-off-bus" in out
     assert "confirmed by: alice" in out and "top node: node-001" in out and "   1. [" in out
+    # the stored stage keeps what it rests on (the job's iteration lines run up to the failure)
+    assert "  stage: training (placed by the job's own progress and stage lines)\n" in out
     code, out, _ = l4("diagnoses", "list", "--format", "json")
     assert json.loads(out)[1]["confirmed_by"] == ["alice"]
     code, _, err = l4("diagnoses", "show", "99")
