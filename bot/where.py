@@ -29,7 +29,7 @@ class Where:
 
 
 # below this probability the learned model's reading of the failure's words is called a guess: on the held-out
-# public cases such answers were right about half the time (README, "Stage by what it rests on")
+# public test halves such answers were right 0.54 of the time (README, "How far to trust the stage")
 GUESS_BELOW = 0.4
 _BASIS_PHRASES = {
     "timeline": "placed by the job's own progress and stage lines",
