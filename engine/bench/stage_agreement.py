@@ -6,8 +6,10 @@ the cases was relabelled *blind*: annotators saw each case's log files under a n
 with the stage definitions and nothing else, no thread, no truth, no slug, and gave a stage per case and
 whether they were sure. This module scores those answers against the labels, against each other
 (Cohen's kappa), and the engine on the same cases: the annotators' agreement with the labels estimates what
-the logs alone let a reader reach, a ceiling to hold the engine against. (The annotators of
-tests/fixtures/stage_relabel/ are helper agents, not people; its README says how the samples were drawn.)
+the logs alone let a reader reach, a ceiling to hold the engine against. Annotators given the issue thread
+as well (session 23) measure instead how reliably a reader of the thread reproduces the label. (The
+annotators of tests/fixtures/stage_relabel/ are helper agents, not people; its README says how the samples
+were drawn and who read what.)
 
 Answers file (JSON lines): {"case": "<case folder name>", "annotator": "A", "stage": "training",
 "sure": true, "why": "…"}; one line per annotator and case.
@@ -160,8 +162,8 @@ def _rate(t: Sequence[int] | None) -> str:
 
 
 def format_agreement(res: Agreement) -> str:
-    lines = ["#### Stage read from the logs alone: blind relabelling against the thread's label", "",
-             "| reader | cases | agrees with the label | dev | test | sure answers | logs settle it "
+    lines = ["#### Stage relabelled blind, against the thread's label", "",
+             "| reader | cases | agrees with the label | dev | test | sure answers | every reader gives it "
              "| where the engine is right | where it is wrong |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in res.rows:
@@ -176,7 +178,8 @@ def format_agreement(res: Agreement) -> str:
     lines += ["", f"{res.cases} cases; labels: " + ", ".join(f"{s} {n}" for s, n in res.labels.most_common()),
               "- sure answers: an annotator's own sure answers; for the engine, the cases every annotator "
               "was sure of",
-              "- logs settle it: the cases where every annotator gave the label",
+              "- every reader gives it: the cases where every annotator gave the label (for readers of "
+              "the logs alone: the logs settle it)",
               "- where the engine is right / wrong: an annotator's answers on the cases the engine answers "
               "right / wrong"]
     return "\n".join(lines)

@@ -13,6 +13,8 @@ from engine.bench.stage_agreement import Answer, agreement, cohen_kappa, format_
 
 ROOT = Path(__file__).resolve().parents[3]
 RELABEL = ROOT / "tests" / "fixtures" / "stage_relabel" / "answers.jsonl"
+THREAD_S23 = ROOT / "tests" / "fixtures" / "stage_relabel" / "thread_answers_s23.jsonl"
+LOGS_S23 = ROOT / "tests" / "fixtures" / "stage_relabel" / "logs_answers_s23.jsonl"
 CORPUS = ROOT / "tests" / "fixtures" / "public_logs"
 
 
@@ -82,6 +84,21 @@ def test_the_committed_answers_name_corpus_cases_two_samples_of_two_annotators()
     assert all((CORPUS / c / "truth.json").is_file() for c in set().union(*by.values()))
     splits = {json.loads((CORPUS / c / "truth.json").read_text())["split"] for c in by["C"] | by["D"]}
     assert splits == {"test"}
+
+
+def test_session_23s_readers_read_the_same_40_test_cases_with_and_without_the_thread():
+    """E and F had the thread, G and H the logs alone; all four answered the same 40 test cases."""
+    by: dict[str, set[str]] = {}
+    for path, names in ((THREAD_S23, {"E", "F"}), (LOGS_S23, {"G", "H"})):
+        answers = load_answers(path)
+        assert {a.annotator for a in answers} == names
+        for a in answers:
+            by.setdefault(a.annotator, set()).add(a.case)
+    assert by["E"] == by["F"] == by["G"] == by["H"] and len(by["E"]) == 40
+    splits = {json.loads((CORPUS / c / "truth.json").read_text())["split"] for c in by["E"]}
+    assert splits == {"test"}
+    with_thread = [json.loads(line) for line in THREAD_S23.read_text().splitlines() if line.strip()]
+    assert all(isinstance(d["thread_found"], bool) for d in with_thread)
 
 
 def test_the_command_prints_the_table_and_errs_in_one_line(tmp_path):
