@@ -129,7 +129,7 @@ def stage_answer(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = 
     """The stage in force where the first of `event_ids` (most indicative first) first appears, the
     rules' answer combined with the learned stage model (engine/stage_model.py), and what it rests on
     (`engine.model.StageBasis`; None without events)."""
-    from engine.stage_model import decide_answer  # it reads this module's frames and timeline
+    from engine.stage_model import decide  # it reads this module's frames and timeline
 
     if not event_ids:
         return UNKNOWN, None
@@ -137,7 +137,7 @@ def stage_answer(parsed: ParsedJob, event_ids: list[int], *, trust_time: bool = 
     rule, on_job_timeline = _rule_stage(parsed, event_ids, trust_time, failing)
     if on_job_timeline:  # the failure's place among the other nodes decided: evidence, not words
         return rule, StageBasis("timeline")
-    return decide_answer(parsed, event_ids, rule, trust_time=trust_time, failing=failing)
+    return decide(parsed, event_ids, rule, trust_time=trust_time, failing=failing)
 
 
 Failing = tuple[tuple[str, int] | None, Window | None]  # (rank file, line) of the failure; its window

@@ -462,21 +462,15 @@ def failure_evidence(parsed: ParsedJob, event_ids: list[int], *, trust_time: boo
                     timeline=timeline)
 
 
-def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bool = True,
-           failing: Failing | None = None) -> str:
-    """The stage of the failure: the rule stage `rule` combined with the shipped model as its file's
-    `combine` says (the rules alone when no model is shipped); `trust_time` and `failing` as for
-    `failure_evidence`."""
-    return decide_answer(parsed, event_ids, rule, trust_time=trust_time, failing=failing)[0]
-
-
 # what a fallback kind rests on, as a StageBasis source (frames+hints: a frame, else the error kind's hint)
 FALLBACK_BASIS = {"frames": "frame", "frames+hints": "lexicon", "rules": "rules", "lexicon": "lexicon"}
 
 
-def decide_answer(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bool = True,
-                  failing: Failing | None = None) -> tuple[str, StageBasis]:
-    """`decide`'s stage and what it rests on (`engine.model.StageBasis`)."""
+def decide(parsed: ParsedJob, event_ids: list[int], rule: str, *, trust_time: bool = True,
+           failing: Failing | None = None) -> tuple[str, StageBasis]:
+    """The stage of the failure, and what it rests on (`engine.model.StageBasis`): the rule stage `rule`
+    combined with the shipped model as its file's `combine` says (the rules alone when no model is
+    shipped); `trust_time` and `failing` as for `failure_evidence`."""
     model = load_model()
     if model is None or model.combine == "rules":
         return rule, StageBasis("rules")
